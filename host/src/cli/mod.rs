@@ -1,0 +1,47 @@
+//! Command-line interface: one struct per subcommand, each with an `execute`.
+#![allow(clippy::print_stderr, clippy::print_stdout)]
+
+mod run;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use wrun_host::exit;
+
+/// Run code-review helpers against untrusted worktrees, sandboxed and limited.
+#[derive(Debug, Parser)]
+#[command(name = "wrun", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a helper (a WASI preview 1 `.wasm` module) against a worktree.
+    Run(run::RunCmd),
+}
+
+impl Cli {
+    pub(crate) fn execute(self) -> ExitCode {
+        let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("wrun: error: cannot start the async runtime: {e}");
+                return ExitCode::from(exit::REFUSED);
+            }
+        };
+        let result = runtime.block_on(async {
+            match self.command {
+                Command::Run(cmd) => cmd.execute().await,
+            }
+        });
+        match result {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                eprintln!("wrun: error: {e:#}");
+                ExitCode::from(exit::REFUSED)
+            }
+        }
+    }
+}

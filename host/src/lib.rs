@@ -1,0 +1,9 @@
+//! wrun's host layer: everything that turns an operator's policy, the upstream repository's
+//! helper definitions and a request into a [`wrun_runtime::Job`], and the `wrun` command.
+//!
+//! This crate is the only place that reads wrun's own environment ([`ambient`]).
+#![forbid(unsafe_code)]
+
+pub mod ambient;
+pub mod exit;
+pub mod parse;

@@ -1,0 +1,69 @@
+//! Parsers for command-line and policy values.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use wrun_runtime::{Access, Mount};
+
+/// A duration such as `30s`, `500ms`, `2m`. Zero is refused here: it would mean "no time".
+pub fn duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("invalid duration {s:?}: {e} (write e.g. 30s, 500ms, 2m)"))?;
+    if d.is_zero() {
+        return Err(format!("invalid duration {s:?}: must be greater than zero"));
+    }
+    Ok(d)
+}
+
+/// A directory in `wasmtime run --dir` spelling: `HOST[::GUEST]`, with an optional `:ro`
+/// (default) or `:rw` at the end. Without a guest path the directory appears at its host path.
+pub fn dir(s: &str) -> Result<Mount, String> {
+    let (spec, access) = if let Some(rest) = s.strip_suffix(":rw") {
+        (rest, Access::ReadWrite)
+    } else if let Some(rest) = s.strip_suffix(":ro") {
+        (rest, Access::ReadOnly)
+    } else {
+        (s, Access::ReadOnly)
+    };
+    let (host, guest) = match spec.split_once("::") {
+        Some((host, guest)) => (host, guest.to_owned()),
+        None => (spec, spec.to_owned()),
+    };
+    if host.is_empty() || guest.is_empty() {
+        return Err(format!("invalid --dir {s:?}: expected HOST[::GUEST][:ro|:rw]"));
+    }
+    let guest = if guest.starts_with('/') {
+        guest
+    } else {
+        format!("/{guest}")
+    };
+    Ok(Mount::new(PathBuf::from(host), guest, access))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirs_parse_like_wasmtime() {
+        let m = dir("/data::/in").expect("parses");
+        assert_eq!(
+            (m.host.to_str(), m.guest.as_str(), m.access),
+            (Some("/data"), "/in", Access::ReadOnly)
+        );
+        let m = dir("/data::/out:rw").expect("parses");
+        assert_eq!((m.guest.as_str(), m.access), ("/out", Access::ReadWrite));
+        let m = dir("/data").expect("parses");
+        assert_eq!(m.guest, "/data");
+        assert!(dir("::/x").is_err());
+        assert!(dir("/x::").is_err());
+    }
+
+    #[test]
+    fn durations_refuse_zero_and_junk() {
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(duration("0s").is_err());
+        assert!(duration("soon").is_err());
+    }
+}

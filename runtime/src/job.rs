@@ -1,0 +1,264 @@
+//! A fully resolved job: exactly what one helper run may see and use.
+//!
+//! The runtime runs the job it is given and nothing more: it never reads environment variables,
+//! configuration files or `PATH`. Deciding what goes into a job is the host's business.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::env::{EnvOrigin, EnvVar};
+use crate::limits::Limits;
+
+/// What a directory grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Read files and list directories.
+    ReadOnly,
+    /// Also create, write, truncate, rename, link and remove.
+    ReadWrite,
+}
+
+/// A host directory made visible to the helper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// The directory on the host.
+    pub host: PathBuf,
+    /// Where the helper sees it: an absolute guest path such as `/work`.
+    pub guest: String,
+    /// What the helper may do in it.
+    pub access: Access,
+}
+
+impl Mount {
+    /// A mount of `host` at `guest` with `access`.
+    pub fn new(host: impl Into<PathBuf>, guest: impl Into<String>, access: Access) -> Self {
+        Self {
+            host: host.into(),
+            guest: guest.into(),
+            access,
+        }
+    }
+}
+
+/// Where the worktree appears inside the helper unless the job says otherwise.
+pub const DEFAULT_WORKTREE_GUEST: &str = "/work";
+
+/// A WebAssembly module with its content digest, computed once. Cloning is cheap, so a host
+/// that runs the same helper many times builds one `WasmModule` and clones it into each job:
+/// the runtime's caches are keyed by the digest and a warm run hashes nothing.
+#[derive(Clone)]
+pub struct WasmModule {
+    bytes: Arc<[u8]>,
+    sha256: [u8; 32],
+    name: String,
+}
+
+impl std::fmt::Debug for WasmModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmModule")
+            .field("name", &self.name)
+            .field("len", &self.bytes.len())
+            .field("sha256", &self.sha256_hex())
+            .finish()
+    }
+}
+
+impl WasmModule {
+    /// A module from bytes; `name` is what the helper sees as `argv[0]`.
+    pub fn from_bytes(name: impl Into<String>, bytes: impl Into<Arc<[u8]>>) -> Self {
+        let bytes = bytes.into();
+        let sha256 = Sha256::digest(&bytes).into();
+        Self {
+            bytes,
+            sha256,
+            name: name.into(),
+        }
+    }
+
+    /// Reads a module from a file, refusing one larger than `max_size` bytes before reading it
+    /// whole. `argv[0]` is the file name.
+    ///
+    /// # Security
+    /// Reads the host filesystem at `path` with the caller's authority.
+    pub fn from_file(path: &Path, max_size: u64) -> Result<Self, crate::Error> {
+        use std::io::Read;
+        let io_err = |source| crate::Error::ReadModule {
+            path: path.to_owned(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(io_err)?;
+        let mut bytes = Vec::new();
+        file.take(max_size.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(io_err)?;
+        if bytes.len() as u64 > max_size {
+            return Err(crate::Error::ModuleTooLarge {
+                size: bytes.len() as u64,
+                max: max_size,
+            });
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "helper.wasm".to_owned());
+        Ok(Self::from_bytes(name, bytes))
+    }
+
+    /// The module's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The SHA-256 of the bytes.
+    pub fn sha256(&self) -> &[u8; 32] {
+        &self.sha256
+    }
+
+    /// The SHA-256 of the bytes, lowercase hex.
+    pub fn sha256_hex(&self) -> String {
+        hex(&self.sha256)
+    }
+
+    /// What the helper sees as `argv[0]`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// What the helper is.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Program {
+    /// A WASI preview 1 command module.
+    Wasm(WasmModule),
+}
+
+/// The helper's standard input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Stdin {
+    /// Closed: reads see end of file at once.
+    #[default]
+    Closed,
+    /// These bytes, then end of file.
+    Bytes(Arc<[u8]>),
+}
+
+/// One helper run, fully resolved.
+///
+/// [`Job::new`] denies everything by default:
+/// - no arguments (the helper still sees its own name as `argv[0]`);
+/// - no worktree and no other directories;
+/// - no environment variables (nothing is inherited from the process running wrun);
+/// - stdin closed;
+/// - [`Limits::default`];
+/// - no network, no sockets, no host functions beyond WASI: there is no way to ask for them.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The helper.
+    pub program: Program,
+    /// Arguments after `argv[0]`.
+    pub args: Vec<String>,
+    /// The pull-request worktree; the helper's working directory.
+    pub worktree: Option<Mount>,
+    /// Further directories, only as listed.
+    pub dirs: Vec<Mount>,
+    /// The environment, before the runtime's guard ([`crate::env::guard`]).
+    pub env: Vec<EnvVar>,
+    /// Standard input.
+    pub stdin: Stdin,
+    /// Limits.
+    pub limits: Limits,
+}
+
+impl Job {
+    /// A job that runs `program` with nothing: see the type's documentation for the defaults.
+    pub fn new(program: Program) -> Self {
+        Self {
+            program,
+            args: Vec::new(),
+            worktree: None,
+            dirs: Vec::new(),
+            env: Vec::new(),
+            stdin: Stdin::Closed,
+            limits: Limits::default(),
+        }
+    }
+
+    /// A job for a wasm module.
+    pub fn wasm(module: WasmModule) -> Self {
+        Self::new(Program::Wasm(module))
+    }
+
+    /// Appends an argument.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Appends arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Mounts the worktree at [`DEFAULT_WORKTREE_GUEST`] with `access`.
+    pub fn worktree(mut self, host: impl Into<PathBuf>, access: Access) -> Self {
+        self.worktree = Some(Mount::new(host, DEFAULT_WORKTREE_GUEST, access));
+        self
+    }
+
+    /// Adds a further directory.
+    pub fn dir(mut self, mount: Mount) -> Self {
+        self.dirs.push(mount);
+        self
+    }
+
+    /// Adds an environment variable asked for by the request or definition.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push(EnvVar {
+            name: name.into(),
+            value: value.into(),
+            origin: EnvOrigin::Job,
+        });
+        self
+    }
+
+    /// Adds an environment variable set by the operator's policy: loader and interpreter
+    /// variables are accepted from here, secrets still are not.
+    pub fn policy_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push(EnvVar {
+            name: name.into(),
+            value: value.into(),
+            origin: EnvOrigin::Policy,
+        });
+        self
+    }
+
+    /// Gives the helper these bytes on stdin.
+    pub fn stdin(mut self, bytes: impl Into<Arc<[u8]>>) -> Self {
+        self.stdin = Stdin::Bytes(bytes.into());
+        self
+    }
+
+    /// Sets the limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+}

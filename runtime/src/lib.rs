@@ -1,0 +1,42 @@
+//! wrun's runtime: run a code-review helper against an untrusted worktree, in a sandbox, with
+//! enforced limits, and get one uniform [`Outcome`].
+//!
+//! The runtime runs exactly the job it is given. It never reads environment variables,
+//! configuration files or `PATH`, never prints and never exits; turning policy into a [`Job`]
+//! is the host's business (crate `wrun-host`).
+//!
+//! ```no_run
+//! use wrun_runtime::{Access, Job, Limits, Sandbox, WasmConfig, WasmModule, WasmSandbox};
+//! # async fn demo() -> Result<(), wrun_runtime::Error> {
+//! let sandbox = WasmSandbox::new(WasmConfig::default())?;
+//! let module = WasmModule::from_file("helper.wasm".as_ref(), 64 << 20)?;
+//! let job = Job::wasm(module)
+//!     .arg("--check")
+//!     .worktree("/srv/pr-123", Access::ReadOnly)
+//!     .env("LANG", "C.UTF-8")
+//!     .limits(Limits::default().with_fuel(10_000_000_000));
+//! let outcome = sandbox.run(job).await?;
+//! println!("{:?}: {}", outcome.status, outcome.stdout.text());
+//! # Ok(()) }
+//! ```
+//!
+//! The helper contract (what a helper sees and how it reports) is documented in the
+//! `wrun-guest` crate's README.
+
+pub mod capture;
+pub mod env;
+mod error;
+pub mod job;
+pub mod limits;
+pub mod outcome;
+mod sandbox;
+mod sys;
+pub mod wasm;
+
+pub use capture::{Capture, Captured};
+pub use error::Error;
+pub use job::{Access, Job, Mount, Program, Stdin, WasmModule};
+pub use limits::{ByteSize, Limits};
+pub use outcome::{Backend, CacheUse, Outcome, Status, Usage};
+pub use sandbox::{BoxFuture, Sandbox};
+pub use wasm::{Allocator, WasmConfig, WasmSandbox};

@@ -1,0 +1,119 @@
+//! The uniform result of a run, whatever the backend.
+//!
+//! A helper that hits a limit is not an error of wrun: it ends with a [`Status`] here. Errors
+//! ([`crate::Error`]) are for jobs wrun cannot start and for wrun itself failing.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::capture::Captured;
+use crate::env::DroppedEnv;
+use crate::limits::ByteSize;
+
+/// How the helper ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Status {
+    /// The helper exited with this code (0 when a wasm `_start` returned).
+    Exited {
+        /// The exit code.
+        code: i32,
+    },
+    /// The wall-clock timeout expired.
+    TimedOut,
+    /// The fuel budget ran out.
+    OutOfFuel,
+    /// The helper asked for more memory than its limit.
+    OutOfMemory,
+    /// The helper crashed: a wasm trap (unreachable, stack overflow, out-of-bounds access...).
+    Trapped {
+        /// What trapped.
+        message: String,
+    },
+    /// wrun refused to run the job for a policy reason (an import it does not provide, a
+    /// component where a module was expected, a module over the size cap).
+    Refused {
+        /// Why, and what to do about it.
+        reason: String,
+    },
+}
+
+impl Status {
+    /// Whether the helper ran to an exit with code 0.
+    pub fn success(&self) -> bool {
+        matches!(self, Status::Exited { code: 0 })
+    }
+}
+
+/// Which backend ran the helper and how it was confined.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Backend {
+    /// In-process WebAssembly under wasmtime: always sandboxed.
+    Wasm,
+}
+
+/// Resources the run used.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Wall time from start to end, including instantiation.
+    #[serde(with = "crate::limits::duration_ms", rename = "wall_time_ms")]
+    pub wall_time: Duration,
+    /// Fuel consumed, when fuel was metered.
+    pub fuel_consumed: Option<u64>,
+    /// Peak linear memory of the instance (wasm), when known.
+    pub peak_memory: Option<ByteSize>,
+    /// Whether the compiled module came from a cache (memory or disk) instead of a compile.
+    pub cache: CacheUse,
+}
+
+/// Where the compiled code of a run came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheUse {
+    /// Not applicable (nothing compiled, or the job was refused before).
+    #[default]
+    None,
+    /// The in-memory cache of this process.
+    Memory,
+    /// The on-disk cache.
+    Disk,
+    /// Compiled for this run.
+    Compiled,
+}
+
+/// The result of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// How the helper ended.
+    pub status: Status,
+    /// Standard output as captured.
+    pub stdout: Captured,
+    /// Standard error as captured.
+    pub stderr: Captured,
+    /// Resources used.
+    pub usage: Usage,
+    /// Which backend ran it.
+    pub backend: Backend,
+    /// Environment variables the runtime's guard dropped (names only).
+    pub env_dropped: Vec<DroppedEnv>,
+}
+
+impl Outcome {
+    /// An outcome for a job refused before it ran.
+    pub fn refused(backend: Backend, reason: impl Into<String>, env_dropped: Vec<DroppedEnv>) -> Self {
+        Self {
+            status: Status::Refused {
+                reason: reason.into(),
+            },
+            stdout: Captured::empty(),
+            stderr: Captured::empty(),
+            usage: Usage::default(),
+            backend,
+            env_dropped,
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The one contract every backend implements.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::{Error, Job, Outcome};
+
+/// A boxed, sendable future: what [`Sandbox::run`] returns so the trait stays object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Runs jobs. Implemented by the wasm backend and the native backend; a host holds a
+/// `dyn Sandbox` and gets the same [`Outcome`] from either.
+///
+/// `run` never panics on input and never outlives the job's timeout by more than the time it
+/// takes to tear the helper down. A helper hitting a limit returns `Ok` with a status saying
+/// which; `Err` means the job could not be started (invalid limits, unreadable module, bad
+/// mount) or wrun failed.
+pub trait Sandbox: Send + Sync + std::fmt::Debug {
+    /// Short backend name, for diagnostics.
+    fn name(&self) -> &'static str;
+
+    /// Runs one job to completion.
+    fn run<'a>(&'a self, job: Job) -> BoxFuture<'a, Result<Outcome, Error>>;
+}

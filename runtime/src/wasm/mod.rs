@@ -1,0 +1,554 @@
+//! The WebAssembly backend: WASI preview 1 command modules, in process, under wasmtime.
+//!
+//! # What a helper gets
+//! Its arguments, the guarded environment of its job, its stdin (bytes or closed), stdout and
+//! stderr into capped [`Capture`]s, the worktree preopened (read-only unless the job says
+//! `ReadWrite`; both directory and file operations are checked) and only the further
+//! directories the job lists. Nothing else: no sockets (TCP, UDP and name lookup are denied;
+//! preview 1 can only use sockets handed to it, and none are), no inherited stdio, env or
+//! args, no host functions beyond `wasi_snapshot_preview1`.
+//!
+//! # What it cannot exceed
+//! - wall time: an epoch ticker interrupts compiled code at the deadline, and a timer around
+//!   the whole call stops a guest blocked inside a host call;
+//! - fuel, when the job sets it (a separate engine meters fuel; others pay nothing for it);
+//! - linear memory and tables ([`limiter`]): a growth past the limit traps and the run ends
+//!   `OutOfMemory`;
+//! - native stack: `max_wasm_stack`, so deep recursion traps instead of crashing the host;
+//! - module size, before anything is compiled;
+//! - output, through the shared capture.
+//!
+//! Every epoch tick the guest also yields to the tokio executor, so a CPU-bound helper does
+//! not starve the other helpers running on the same worker thread.
+//!
+//! # What it does not guarantee
+//! Compiled code is trusted to be wasmtime's: a bug in wasmtime or cranelift is outside what
+//! this module can contain (the native sandbox is the layer for that).
+
+mod cache;
+mod limiter;
+mod stdio;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store,
+    Trap, UpdateDeadline,
+};
+use wasmtime_wasi::p1::{self, WasiP1Ctx};
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+
+use self::cache::{DiskCache, MemoryCache};
+use self::limiter::MemoryLimiter;
+use self::stdio::CaptureStream;
+use crate::Error;
+use crate::capture::Capture;
+use crate::env;
+use crate::job::{Access, Job, Mount, Program, Stdin, WasmModule};
+use crate::limits::ByteSize;
+use crate::outcome::{Backend, CacheUse, Outcome, Status, Usage};
+use crate::sandbox::{BoxFuture, Sandbox};
+
+/// How often the epoch ticks: the granularity of the wall-clock timeout and of yielding to
+/// the executor. Epoch checks cost a few percent at any rate; 10 ms keeps a timeout within
+/// 10 ms of its value and many helpers on one thread responsive.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The import module a preview 1 command may use.
+const WASI_P1: &str = "wasi_snapshot_preview1";
+
+/// How instances get their memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Allocator {
+    /// Memory is mapped per instance when it starts. Lowest idle footprint.
+    OnDemand,
+    /// Slots are reserved up front for this many concurrent instances; instantiation is then
+    /// a slot reuse. For hosts that run many helpers.
+    Pooling {
+        /// Concurrent instances (each reserves address space, not memory).
+        instances: u32,
+    },
+}
+
+/// Configuration of a [`WasmSandbox`]. [`WasmConfig::default`]: on-demand allocation, no disk
+/// cache, 64 concurrent runs, 128 MiB module cap, 1 MiB wasm stack.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WasmConfig {
+    /// Where compiled code is cached across processes; `None` disables the disk cache.
+    pub cache_dir: Option<PathBuf>,
+    /// The instance allocator.
+    pub allocator: Allocator,
+    /// Runs executing at once; further runs wait their turn.
+    pub max_concurrent: u32,
+    /// Largest module accepted, checked before compiling.
+    pub max_module_size: ByteSize,
+    /// Native stack a guest may use; deeper recursion traps as a stack overflow.
+    pub max_wasm_stack: ByteSize,
+}
+
+impl Default for WasmConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            allocator: Allocator::OnDemand,
+            max_concurrent: 64,
+            max_module_size: ByteSize::mib(128),
+            max_wasm_stack: ByteSize::mib(1),
+        }
+    }
+}
+
+/// Store data of one run.
+struct RunState {
+    wasi: WasiP1Ctx,
+    limiter: MemoryLimiter,
+}
+
+/// An engine, its linker and caches, for one engine configuration (fuel on or off).
+struct EngineSet {
+    engine: Engine,
+    linker: Linker<RunState>,
+    provided: HashSet<(String, String)>,
+    memory: MemoryCache<RunState>,
+    disk: Option<DiskCache>,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for EngineSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineSet")
+            .field("disk", &self.disk)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for EngineSet {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs WASI preview 1 command modules. Create one per process (or per configuration) and
+/// share it: engines, compiled code and the epoch ticker are reused by every run.
+#[derive(Debug)]
+pub struct WasmSandbox {
+    config: WasmConfig,
+    plain: OnceLock<Result<Arc<EngineSet>, String>>,
+    fueled: OnceLock<Result<Arc<EngineSet>, String>>,
+    permits: Semaphore,
+}
+
+/// How a prepared module was obtained, or why it may not run.
+enum Prepared {
+    Ready(InstancePre<RunState>, CacheUse),
+    Refused(String),
+}
+
+/// The error the epoch callback raises at the deadline.
+#[derive(Debug, thiserror::Error)]
+#[error("wall-clock timeout")]
+struct Deadline;
+
+impl WasmSandbox {
+    /// A sandbox with `config`. Checks the cache directory (created `0700` if missing; refused
+    /// if another user owns it or others may write it). Engines are built on first use.
+    pub fn new(config: WasmConfig) -> Result<Self, Error> {
+        if let Some(dir) = &config.cache_dir {
+            cache::ensure_private_dir(dir)?;
+        }
+        if config.max_concurrent == 0 {
+            return Err(Error::Engine("max_concurrent must be greater than zero".into()));
+        }
+        let permits = Semaphore::new(config.max_concurrent as usize);
+        Ok(Self {
+            config,
+            plain: OnceLock::new(),
+            fueled: OnceLock::new(),
+            permits,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &WasmConfig {
+        &self.config
+    }
+
+    fn engine_set(&self, fuel: bool) -> Result<Arc<EngineSet>, Error> {
+        let cell = if fuel { &self.fueled } else { &self.plain };
+        cell.get_or_init(|| {
+            build_engine_set(&self.config, fuel)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(Error::Engine)
+    }
+
+    /// Compiles (or loads from cache) `module` for the engine its limits need, without running
+    /// it. Returns the refusal reason if the module may not run.
+    pub async fn precompile(&self, module: &WasmModule, fuel: bool) -> Result<Result<(), String>, Error> {
+        let set = self.engine_set(fuel)?;
+        Ok(match prepare(&set, module, &self.config).await? {
+            Prepared::Ready(..) => Ok(()),
+            Prepared::Refused(reason) => Err(reason),
+        })
+    }
+
+    async fn run_wasm(&self, job: Job) -> Result<Outcome, Error> {
+        let started = Instant::now();
+        job.limits.validate()?;
+        let Program::Wasm(module) = &job.program;
+        let guarded = env::guard(&job.env);
+        let mounts = mounts(&job)?;
+        let set = self.engine_set(job.limits.fuel.is_some())?;
+
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| Error::Engine("the sandbox is shutting down".into()))?;
+        // The timeout counts from here: waiting for a permit is the host's queue, not the
+        // helper's time.
+        let deadline = Instant::now() + job.limits.timeout;
+
+        let (pre, cache_use) = match prepare(&set, module, &self.config).await? {
+            Prepared::Ready(pre, cache_use) => (pre, cache_use),
+            Prepared::Refused(reason) => return Ok(Outcome::refused(Backend::Wasm, reason, guarded.dropped)),
+        };
+
+        let stdout = Capture::new(job.limits.stdout_cap);
+        let stderr = Capture::new(job.limits.stderr_cap);
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.arg(module.name())
+            .args(&job.args)
+            .envs(&guarded.vars)
+            .stdout(CaptureStream(stdout.clone()))
+            .stderr(CaptureStream(stderr.clone()))
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        if let Stdin::Bytes(bytes) = &job.stdin {
+            wasi.stdin(MemoryInputPipe::new(bytes::Bytes::copy_from_slice(bytes)));
+        }
+        for mount in &mounts {
+            let perms = match mount.access {
+                Access::ReadOnly => FsPerms::ReadOnly,
+                Access::ReadWrite => FsPerms::ReadWrite,
+            };
+            wasi.preopened_dir(&mount.host, &mount.guest, perms)
+                .map_err(|e| Error::Mount {
+                    host: mount.host.clone(),
+                    guest: mount.guest.clone(),
+                    reason: format!("{e:#}"),
+                })?;
+        }
+
+        let mut store = Store::new(
+            &set.engine,
+            RunState {
+                wasi: wasi.build_p1(),
+                limiter: MemoryLimiter::new(job.limits.memory),
+            },
+        );
+        store.limiter(|s| &mut s.limiter);
+        if let Some(fuel) = job.limits.fuel {
+            store
+                .set_fuel(fuel)
+                .map_err(|e| Error::Engine(format!("setting fuel: {e}")))?;
+        }
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(wasmtime::Error::new(Deadline))
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+
+        let run = async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+            start.call_async(&mut store, ()).await
+        };
+        let result = tokio::time::timeout_at(deadline.into(), run).await;
+
+        let status = match result {
+            Err(_elapsed) => Status::TimedOut,
+            Ok(Ok(())) => Status::Exited { code: 0 },
+            Ok(Err(e)) => classify(&e, store.data().limiter.hit()),
+        };
+        let fuel_consumed = job
+            .limits
+            .fuel
+            .map(|budget| budget.saturating_sub(store.get_fuel().unwrap_or(0)));
+        let peak = store.data().limiter.peak() as u64;
+        Ok(Outcome {
+            status,
+            stdout: stdout.finish(),
+            stderr: stderr.finish(),
+            usage: Usage {
+                wall_time: started.elapsed(),
+                fuel_consumed,
+                peak_memory: Some(ByteSize(peak)),
+                cache: cache_use,
+            },
+            backend: Backend::Wasm,
+            env_dropped: guarded.dropped,
+        })
+    }
+}
+
+impl Sandbox for WasmSandbox {
+    fn name(&self) -> &'static str {
+        "wasm"
+    }
+
+    fn run<'a>(&'a self, job: Job) -> BoxFuture<'a, Result<Outcome, Error>> {
+        Box::pin(self.run_wasm(job))
+    }
+}
+
+/// Maps how wasmtime ended a run to a status. Never looks at message text.
+fn classify(error: &wasmtime::Error, memory_limit_hit: bool) -> Status {
+    if let Some(exit) = error.downcast_ref::<I32Exit>() {
+        return Status::Exited { code: exit.0 };
+    }
+    if error.downcast_ref::<Deadline>().is_some() {
+        return Status::TimedOut;
+    }
+    if memory_limit_hit {
+        return Status::OutOfMemory;
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => Status::OutOfFuel,
+        Some(Trap::Interrupt) => Status::TimedOut,
+        Some(trap) => Status::Trapped {
+            message: trap.to_string(),
+        },
+        None => Status::Trapped {
+            message: format!("{error:#}"),
+        },
+    }
+}
+
+/// The worktree and further directories, checked: guest paths absolute, distinct, no `..`;
+/// host paths existing directories.
+fn mounts(job: &Job) -> Result<Vec<Mount>, Error> {
+    let mut out: Vec<Mount> = Vec::new();
+    for mount in job.worktree.iter().chain(&job.dirs) {
+        let bad = |reason: &str| Error::Mount {
+            host: mount.host.clone(),
+            guest: mount.guest.clone(),
+            reason: reason.to_owned(),
+        };
+        if !mount.guest.starts_with('/') || mount.guest.split('/').any(|c| c == ".." || c == ".") {
+            return Err(bad(
+                "the guest path must be absolute, without `.` or `..` components",
+            ));
+        }
+        if out.iter().any(|m| m.guest == mount.guest) {
+            return Err(bad("another directory is already mounted there"));
+        }
+        match std::fs::metadata(&mount.host) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(bad("not a directory")),
+            Err(e) => return Err(bad(&format!("cannot open it: {e}"))),
+        }
+        out.push(mount.clone());
+    }
+    // The worktree is also the helper's working directory: preview 1 has no working directory,
+    // and wasi-libc resolves relative paths against a preopen named `.`.
+    if let Some(worktree) = &job.worktree {
+        out.push(Mount::new(worktree.host.clone(), ".", worktree.access));
+    }
+    Ok(out)
+}
+
+fn build_engine_set(config: &WasmConfig, fuel: bool) -> Result<EngineSet, Error> {
+    let engine_err = |what: &str, e: wasmtime::Error| Error::Engine(format!("{what}: {e:#}"));
+    let mut c = Config::new();
+    c.epoch_interruption(true)
+        .consume_fuel(fuel)
+        .max_wasm_stack(config.max_wasm_stack.as_usize())
+        // The fiber stack holds the wasm stack plus host frames of WASI calls.
+        .async_stack_size(config.max_wasm_stack.as_usize() + (1 << 20))
+        .wasm_component_model(false);
+    if let Allocator::Pooling { instances } = config.allocator {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_core_instances(instances)
+            .total_memories(instances)
+            .total_tables(instances.saturating_mul(4))
+            .total_stacks(instances)
+            .max_memory_size(crate::limits::MEMORY_CEILING.as_usize())
+            .table_elements(1 << 20);
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    let engine = Engine::new(&c).map_err(|e| engine_err("configuring wasmtime", e))?;
+    let mut linker: Linker<RunState> = Linker::new(&engine);
+    p1::add_to_linker_async(&mut linker, |s| &mut s.wasi).map_err(|e| engine_err("linking WASI", e))?;
+
+    // What the linker provides, to refuse modules by name before instantiating them.
+    let mut probe = Store::new(
+        &engine,
+        RunState {
+            wasi: WasiCtxBuilder::new().build_p1(),
+            limiter: MemoryLimiter::new(ByteSize(1)),
+        },
+    );
+    let provided = linker
+        .iter(&mut probe)
+        .map(|(module, name, _)| (module.to_owned(), name.to_owned()))
+        .collect();
+    drop(probe);
+
+    let disk = match &config.cache_dir {
+        Some(dir) => Some(DiskCache::new(dir, &engine)?),
+        None => None,
+    };
+    let ticker_stop = Arc::new(AtomicBool::new(false));
+    spawn_ticker(engine.weak(), ticker_stop.clone())?;
+    Ok(EngineSet {
+        engine,
+        linker,
+        provided,
+        memory: MemoryCache::new(),
+        disk,
+        ticker_stop,
+    })
+}
+
+/// One thread per engine advances the epoch every [`EPOCH_TICK`] until the engine is dropped.
+fn spawn_ticker(engine: wasmtime::EngineWeak, stop: Arc<AtomicBool>) -> Result<(), Error> {
+    std::thread::Builder::new()
+        .name("wrun-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                match engine.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
+                }
+            }
+        })
+        .map(drop)
+        .map_err(|e| Error::Engine(format!("starting the epoch thread: {e}")))
+}
+
+/// Header of a WebAssembly core module: magic and version 1.
+const CORE_MODULE_HEADER: [u8; 8] = *b"\0asm\x01\0\0\0";
+/// Header of a WebAssembly component: magic, version 0x0d, layer 1.
+const COMPONENT_HEADER: [u8; 8] = *b"\0asm\x0d\0\x01\0";
+
+async fn prepare(set: &Arc<EngineSet>, module: &WasmModule, config: &WasmConfig) -> Result<Prepared, Error> {
+    if let Some(pre) = set.memory.get(module.sha256()) {
+        return Ok(Prepared::Ready(pre, CacheUse::Memory));
+    }
+    let bytes = module.bytes();
+    if bytes.len() as u64 > config.max_module_size.bytes() {
+        return Ok(Prepared::Refused(format!(
+            "the module is {} bytes, above the {} module size cap",
+            bytes.len(),
+            config.max_module_size
+        )));
+    }
+    match bytes.get(..8) {
+        Some(h) if h == CORE_MODULE_HEADER => {}
+        Some(h) if h == COMPONENT_HEADER => {
+            return Ok(Prepared::Refused(
+                "the module is a WebAssembly component (WASI preview 2); wrun runs WASI preview 1 \
+                 command modules: build the helper for wasm32-wasip1"
+                    .into(),
+            ));
+        }
+        _ => {
+            return Err(Error::InvalidModule {
+                message: "the file does not start with the WebAssembly module header (\\0asm, version 1)"
+                    .into(),
+            });
+        }
+    }
+
+    let (compiled, cache_use) = match set
+        .disk
+        .as_ref()
+        .and_then(|d| d.load(&set.engine, module.sha256()))
+    {
+        Some(compiled) => (compiled, CacheUse::Disk),
+        None => {
+            // Compiling takes milliseconds to seconds of CPU: keep it off the executor.
+            let worker_set = set.clone();
+            let worker_module = module.clone();
+            let compiled = tokio::task::spawn_blocking(move || compile(&worker_set, &worker_module))
+                .await
+                .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??;
+            (compiled, CacheUse::Compiled)
+        }
+    };
+
+    if let Some(reason) = check_interface(set, &compiled) {
+        return Ok(Prepared::Refused(reason));
+    }
+    let pre = match set.linker.instantiate_pre(&compiled) {
+        Ok(pre) => pre,
+        Err(e) => {
+            return Ok(Prepared::Refused(format!(
+                "the module cannot be linked against WASI: {e:#}"
+            )));
+        }
+    };
+    set.memory.insert(*module.sha256(), pre.clone());
+    Ok(Prepared::Ready(pre, cache_use))
+}
+
+fn compile(set: &EngineSet, module: &WasmModule) -> Result<Module, Error> {
+    let compiled = Module::new(&set.engine, module.bytes()).map_err(|e| Error::InvalidModule {
+        message: format!("{e:#}"),
+    })?;
+    if let Some(disk) = &set.disk
+        && let Ok(serialized) = compiled.serialize()
+    {
+        disk.store(module.sha256(), &serialized);
+    }
+    Ok(compiled)
+}
+
+/// Refuses a module that imports anything but the WASI preview 1 functions wrun provides, or
+/// that is not a command (no `_start`). One line per offending import.
+fn check_interface(set: &EngineSet, module: &Module) -> Option<String> {
+    let missing: Vec<String> = module
+        .imports()
+        .filter(|i| {
+            !set.provided
+                .contains(&(i.module().to_owned(), i.name().to_owned()))
+        })
+        .map(|i| {
+            let what = if i.module() == WASI_P1 {
+                "a WASI preview 1 function wrun does not provide".to_owned()
+            } else {
+                format!(
+                    "module `{}` is not WASI preview 1; helpers may import only `{WASI_P1}`",
+                    i.module()
+                )
+            };
+            format!("imports `{}::{}`: {what}", i.module(), i.name())
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Some(missing.join("\n"));
+    }
+    let has_start = module
+        .exports()
+        .any(|e| e.name() == "_start" && matches!(e.ty(), wasmtime::ExternType::Func(_)));
+    if !has_start {
+        return Some("the module exports no `_start` function: it is not a WASI command (build a binary, not a library)".into());
+    }
+    None
+}
