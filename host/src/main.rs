@@ -5,8 +5,9 @@ mod cli;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    cli::Cli::parse().execute()
+    match cli::Cli::parse_or_exit() {
+        Ok(cli) => cli.execute(),
+        Err(code) => code,
+    }
 }

@@ -23,6 +23,19 @@ enum Command {
 }
 
 impl Cli {
+    /// Parses the command line; a usage error exits 125 (wrun refused), `--help` and
+    /// `--version` exit 0.
+    pub(crate) fn parse_or_exit() -> Result<Self, ExitCode> {
+        Self::try_parse().map_err(|e| {
+            let _ = e.print();
+            if e.use_stderr() {
+                ExitCode::from(exit::REFUSED)
+            } else {
+                ExitCode::SUCCESS
+            }
+        })
+    }
+
     pub(crate) fn execute(self) -> ExitCode {
         let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(rt) => rt,

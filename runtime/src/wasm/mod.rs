@@ -333,8 +333,10 @@ fn classify(error: &wasmtime::Error, memory_limit_hit: bool) -> Status {
         Some(trap) => Status::Trapped {
             message: trap.to_string(),
         },
+        // A host function refused the call (an exit status of 126 or more, for one): the root
+        // cause says what; the wasm backtrace around it is noise for a review.
         None => Status::Trapped {
-            message: format!("{error:#}"),
+            message: error.root_cause().to_string(),
         },
     }
 }

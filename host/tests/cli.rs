@@ -1,0 +1,398 @@
+//! The real `wrun` binary: flags, streams, exit codes.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use wrun_tests::{CANARY, Fixture, GUEST_WASM, TREE_STATS_WASM};
+
+fn wrun_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_wrun"))
+}
+
+fn wrun(fx: &Fixture, args: &[&str]) -> Output {
+    Command::new(wrun_bin())
+        .args(args)
+        .current_dir(&fx.worktree)
+        .env_clear()
+        .env("WRUN_CANARY_TOKEN", CANARY)
+        .env("WRUN_CANARY_PLAIN", CANARY)
+        .env("HOME", fx.worktree.parent().unwrap())
+        .output()
+        .unwrap()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn version() {
+    let fx = Fixture::new();
+    let out = wrun(&fx, &["--version"]);
+    assert_eq!(stdout(&out), format!("wrun {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn runs_a_helper_in_the_current_directory_and_passes_streams_and_exit_code() {
+    let fx = Fixture::new();
+    let out = wrun(&fx, &["run", "--no-cache", GUEST_WASM, "--", "read", "README.md"]);
+    assert_eq!(
+        (code(&out), stdout(&out).as_str()),
+        (0, "hello from the worktree\n")
+    );
+    let out = wrun(&fx, &["run", "--no-cache", GUEST_WASM, "--", "exit", "3"]);
+    assert_eq!(code(&out), 3);
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            GUEST_WASM,
+            "--",
+            "read",
+            "../outside/secret.txt",
+        ],
+    );
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("error:") && !stdout(&out).contains(CANARY));
+}
+
+#[test]
+fn worktree_write_and_dir_flags() {
+    let fx = Fixture::new();
+    let wt = fx.worktree.to_str().unwrap();
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--worktree",
+            wt,
+            GUEST_WASM,
+            "--",
+            "write",
+            "f",
+            "x",
+        ],
+    );
+    assert_eq!(code(&out), 2, "read-only by default");
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--worktree",
+            wt,
+            "--write",
+            GUEST_WASM,
+            "--",
+            "write",
+            "f",
+            "x",
+        ],
+    );
+    assert_eq!(code(&out), 0);
+    assert!(fx.worktree.join("f").exists());
+
+    let dir = format!("{}::/data", fx.outside.display());
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--dir",
+            &dir,
+            GUEST_WASM,
+            "--",
+            "read",
+            "/data/secret.txt",
+        ],
+    );
+    assert_eq!((code(&out), stdout(&out).as_str()), (0, CANARY));
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--dir",
+            &dir,
+            GUEST_WASM,
+            "--",
+            "write",
+            "/data/x",
+            "y",
+        ],
+    );
+    assert_eq!(code(&out), 2);
+    let rw = format!("{dir}:rw");
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--dir",
+            &rw,
+            GUEST_WASM,
+            "--",
+            "write",
+            "/data/x",
+            "y",
+        ],
+    );
+    assert_eq!(code(&out), 0);
+}
+
+#[test]
+fn wruns_own_environment_does_not_reach_the_helper() {
+    let fx = Fixture::new();
+    let out = wrun(&fx, &["run", "--no-cache", GUEST_WASM, "--", "env"]);
+    assert_eq!((code(&out), stdout(&out).as_str()), (0, ""));
+
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--env",
+            "WRUN_CANARY_PLAIN",
+            "--env",
+            "WRUN_CANARY_TOKEN",
+            "--env",
+            "LD_PRELOAD=/x.so",
+            "--env",
+            "A=b",
+            GUEST_WASM,
+            "--",
+            "env",
+        ],
+    );
+    assert_eq!(
+        stdout(&out),
+        format!("WRUN_CANARY_PLAIN={CANARY}\nA=b\n"),
+        "only the named, non-secret ones"
+    );
+    let err = stderr(&out);
+    assert!(err.contains("dropped env WRUN_CANARY_TOKEN (Secret)"), "{err}");
+    assert!(err.contains("dropped env LD_PRELOAD (PolicyOnly)"), "{err}");
+    assert!(!err.contains(CANARY));
+
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--env",
+            "NOT_SET_ANYWHERE",
+            GUEST_WASM,
+            "--",
+            "env",
+        ],
+    );
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("NOT_SET_ANYWHERE is not set"));
+}
+
+#[test]
+fn stdin_from_a_file() {
+    let fx = Fixture::new();
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--stdin",
+            "README.md",
+            GUEST_WASM,
+            "--",
+            "stdin",
+        ],
+    );
+    assert_eq!(stdout(&out), "hello from the worktree\n");
+}
+
+#[test]
+fn limits_map_to_exit_codes() {
+    let fx = Fixture::new();
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--timeout",
+            "200ms",
+            GUEST_WASM,
+            "--",
+            "spin",
+        ],
+    );
+    assert_eq!(code(&out), 124);
+    assert!(stderr(&out).contains("timed out"));
+    let out = wrun(
+        &fx,
+        &["run", "--no-cache", "--fuel", "1000000", GUEST_WASM, "--", "spin"],
+    );
+    assert_eq!(code(&out), 137);
+    assert!(stderr(&out).contains("fuel"));
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--memory",
+            "32MiB",
+            GUEST_WASM,
+            "--",
+            "alloc",
+            "256",
+        ],
+    );
+    assert_eq!(code(&out), 137);
+    assert!(stderr(&out).contains("memory limit"));
+    let out = wrun(&fx, &["run", "--no-cache", GUEST_WASM, "--", "panic"]);
+    assert_eq!(code(&out), 134);
+}
+
+#[test]
+fn output_caps_cut_the_middle() {
+    let fx = Fixture::new();
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--stdout-cap",
+            "1KiB",
+            GUEST_WASM,
+            "--",
+            "flood",
+            "100000",
+        ],
+    );
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    assert!(
+        text.contains("[wrun: 98976 bytes cut from the middle of this stream]"),
+        "{text}"
+    );
+    assert!(out.stdout.len() < 1200);
+}
+
+#[test]
+fn json_prints_the_whole_outcome() {
+    let fx = Fixture::new();
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--json",
+            "--fuel",
+            "10000000000",
+            GUEST_WASM,
+            "--",
+            "fib",
+            "10",
+        ],
+    );
+    assert_eq!(code(&out), 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"]["kind"], "exited");
+    assert_eq!(v["stdout"]["text"], "55\n");
+    assert_eq!(v["backend"]["kind"], "wasm");
+    assert!(v["usage"]["fuel_consumed"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn bad_input_is_refused_with_125_and_a_reason() {
+    let fx = Fixture::new();
+    std::fs::write(fx.worktree.join("junk.wasm"), "not wasm").unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["run", "--no-cache", "junk.wasm"],
+            "not a valid WebAssembly module",
+        ),
+        (
+            &["run", "--no-cache", "missing.wasm"],
+            "cannot read module missing.wasm",
+        ),
+        (
+            &["run", "--no-cache", "--stdout-cap", "0", GUEST_WASM],
+            "stdout cap must be greater than zero",
+        ),
+        (
+            &["run", "--no-cache", "--stdout-cap", "64MiB", GUEST_WASM],
+            "above the ceiling",
+        ),
+        (
+            &["run", "--no-cache", "--timeout", "0s", GUEST_WASM],
+            "greater than zero",
+        ),
+        (
+            &["run", "--no-cache", "--memory", "lots", GUEST_WASM],
+            "invalid byte size",
+        ),
+        (
+            &["run", "--no-cache", "--worktree", "/nonexistent-dir", GUEST_WASM],
+            "cannot mount",
+        ),
+        (&["run", "--bogus-flag", GUEST_WASM], "unexpected argument"),
+    ];
+    for (args, needle) in cases {
+        let out = wrun(&fx, args);
+        assert_eq!(code(&out), 125, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_module_with_a_foreign_import_is_refused() {
+    let fx = Fixture::new();
+    let wasm = wat::parse_str(r#"(module (import "env" "socket_connect" (func)) (func (export "_start")))"#)
+        .unwrap();
+    std::fs::write(fx.worktree.join("bad.wasm"), wasm).unwrap();
+    let out = wrun(&fx, &["run", "--no-cache", "bad.wasm"]);
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("env::socket_connect"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_disk_cache_is_used_by_the_next_process() {
+    let fx = Fixture::new();
+    let cache = fx.worktree.parent().unwrap().join("cache");
+    let cache = cache.to_str().unwrap();
+    let run = || {
+        let out = wrun(
+            &fx,
+            &["run", "--json", "--cache-dir", cache, GUEST_WASM, "--", "hello"],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["usage"]["cache"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(run(), "compiled");
+    assert_eq!(run(), "disk");
+}
+
+#[test]
+fn the_example_helper_runs_on_a_real_tree() {
+    let fx = Fixture::new();
+    let out = wrun(&fx, &["run", "--no-cache", TREE_STATS_WASM]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("md                 1         1          24"),
+        "{text}"
+    );
+    assert!(
+        text.contains("total              2         2          38"),
+        "{text}"
+    );
+}

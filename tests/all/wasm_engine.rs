@@ -1,0 +1,214 @@
+//! Module acceptance, caching and concurrency.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wrun_runtime::{
+    Allocator, ByteSize, CacheUse, Error, Job, Limits, Sandbox, Status, WasmConfig, WasmModule, WasmSandbox,
+};
+use wrun_tests::{guest, rt, run, sandbox, wat_module};
+
+fn refusal(module: WasmModule) -> String {
+    match run(Job::wasm(module)).status {
+        Status::Refused { reason } => reason,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_modules_are_errors() {
+    for bytes in [
+        &b"not wasm at all"[..],
+        b"",
+        b"\0asm\x01\0\0\0\xff\xff",
+        b"\0asm\x02\0\0\0",
+    ] {
+        let result = rt().block_on(sandbox().run(Job::wasm(WasmModule::from_bytes("bad.wasm", bytes))));
+        assert!(
+            matches!(result, Err(Error::InvalidModule { .. })),
+            "{bytes:?}: {result:?}"
+        );
+    }
+}
+
+#[test]
+fn imports_wrun_does_not_provide_are_refused_by_name() {
+    let reason = refusal(wat_module(
+        "steal.wasm",
+        r#"(module
+            (import "env" "read_host_secret" (func))
+            (import "wasi_snapshot_preview1" "definitely_not_wasi" (func))
+            (memory (export "memory") 1)
+            (func (export "_start")))"#,
+    ));
+    assert!(reason.contains("env::read_host_secret"), "{reason}");
+    assert!(
+        reason.contains("wasi_snapshot_preview1::definitely_not_wasi"),
+        "{reason}"
+    );
+    assert_eq!(reason.lines().count(), 2, "one line per import: {reason}");
+
+    let reason = refusal(wat_module(
+        "p2.wasm",
+        r#"(module (import "wasi:sockets/tcp@0.2.0" "connect" (func)) (func (export "_start")))"#,
+    ));
+    assert!(reason.contains("wasi:sockets/tcp@0.2.0::connect"), "{reason}");
+}
+
+#[test]
+fn a_wrongly_typed_wasi_import_is_refused() {
+    let reason = refusal(wat_module(
+        "typed.wasm",
+        r#"(module (import "wasi_snapshot_preview1" "proc_exit" (func (param i64))) (func (export "_start")))"#,
+    ));
+    assert!(reason.contains("proc_exit"), "{reason}");
+}
+
+#[test]
+fn components_and_libraries_are_refused() {
+    let reason = refusal(WasmModule::from_bytes("c.wasm", &b"\0asm\x0d\0\x01\0"[..]));
+    assert!(reason.contains("component"), "{reason}");
+    let reason = refusal(wat_module("lib.wasm", r#"(module (func (export "helper")))"#));
+    assert!(reason.contains("_start"), "{reason}");
+}
+
+#[test]
+fn the_second_run_never_compiles() {
+    let sandbox = WasmSandbox::new(WasmConfig::default()).unwrap();
+    let module = wat_module(
+        "once.wasm",
+        r#"(module (memory (export "memory") 1) (func (export "_start")))"#,
+    );
+    let first = rt().block_on(sandbox.run(Job::wasm(module.clone()))).unwrap();
+    let second = rt().block_on(sandbox.run(Job::wasm(module))).unwrap();
+    assert_eq!(
+        (first.usage.cache, second.usage.cache),
+        (CacheUse::Compiled, CacheUse::Memory)
+    );
+}
+
+#[test]
+fn the_disk_cache_serves_a_new_process_and_survives_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        let mut c = WasmConfig::default();
+        c.cache_dir = Some(dir.path().join("cache"));
+        c
+    };
+    let run_in_new_sandbox = || {
+        let sandbox = WasmSandbox::new(config()).unwrap();
+        rt().block_on(sandbox.run(Job::wasm(guest()).arg("hello")))
+            .unwrap()
+    };
+    assert_eq!(run_in_new_sandbox().usage.cache, CacheUse::Compiled);
+    let warm = run_in_new_sandbox();
+    assert_eq!(
+        (warm.usage.cache, warm.stdout.text().as_ref()),
+        (CacheUse::Disk, "hello from wasm\n")
+    );
+
+    // Corrupt every entry: the next run recompiles instead of trusting it, and still works.
+    let entries: Vec<_> = walk(&dir.path().join("cache"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    assert_eq!(entries.len(), 1);
+    let mut bytes = std::fs::read(&entries[0]).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&entries[0], &bytes).unwrap();
+    let recovered = run_in_new_sandbox();
+    assert_eq!(
+        (recovered.usage.cache, recovered.status),
+        (CacheUse::Compiled, Status::Exited { code: 0 })
+    );
+    assert_eq!(
+        run_in_new_sandbox().usage.cache,
+        CacheUse::Disk,
+        "the entry was rewritten"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_cache_dir_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut config = WasmConfig::default();
+    config.cache_dir = Some(dir.path().to_owned());
+    assert!(matches!(WasmSandbox::new(config), Err(Error::Cache { .. })));
+}
+
+#[test]
+fn a_spinning_helper_does_not_starve_others_on_the_same_thread() {
+    // One executor thread: the spinning guest must yield at every epoch tick for the quick one
+    // to finish first.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sandbox = WasmSandbox::new(WasmConfig::default()).unwrap();
+    rt.block_on(async {
+        let spin = sandbox.run(
+            Job::wasm(wat_module(
+                "spin.wasm",
+                r#"(module (memory (export "memory") 1) (func (export "_start") (loop $l (br $l))))"#,
+            ))
+            .limits(Limits::default().with_timeout(Duration::from_secs(20))),
+        );
+        let quick = sandbox.run(Job::wasm(guest()).arg("hello"));
+        tokio::pin!(spin);
+        tokio::select! {
+            out = &mut spin => panic!("the spinner ended first: {:?}", out.map(|o| o.status)),
+            out = quick => assert_eq!(out.unwrap().status, Status::Exited { code: 0 }),
+        }
+    });
+}
+
+#[test]
+fn many_helpers_run_at_once_with_the_pooling_allocator() {
+    let mut config = WasmConfig::default();
+    config.allocator = Allocator::Pooling { instances: 8 };
+    config.max_concurrent = 8;
+    let sandbox: Arc<dyn Sandbox> = Arc::new(WasmSandbox::new(config).unwrap());
+    let outcomes = rt().block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..24 {
+            let sandbox = sandbox.clone();
+            let job = if i % 3 == 0 {
+                Job::wasm(guest())
+                    .args(["alloc", "512"])
+                    .limits(Limits::default().with_memory(ByteSize::mib(64)))
+            } else {
+                Job::wasm(guest()).args(["fib", "15"])
+            };
+            set.spawn(async move { (i, sandbox.run(job).await) });
+        }
+        set.join_all().await
+    });
+    assert_eq!(outcomes.len(), 24);
+    for (i, out) in outcomes {
+        let out = out.unwrap();
+        if i % 3 == 0 {
+            assert_eq!(out.status, Status::OutOfMemory);
+        } else {
+            assert_eq!(
+                (out.status, out.stdout.text().as_ref()),
+                (Status::Exited { code: 0 }, "610\n")
+            );
+        }
+    }
+}
