@@ -21,3 +21,22 @@ pub fn default_cache_dir() -> Option<PathBuf> {
         .or_else(|| non_empty(std::env::var_os("HOME")).map(|h| h.join(".cache")))
         .map(|d| d.join("wrun"))
 }
+
+/// Resolves a bare command name on wrun's own `PATH` to an absolute path to an executable file.
+///
+/// # Security
+/// Reads `PATH` and the filesystem. Only for commands wrun itself runs (bwrap) or that the
+/// operator named on the command line; helper definitions resolve against the policy's `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+/// The sandbox mode from `HELPER_SANDBOX`, if set.
+pub fn helper_sandbox() -> Option<String> {
+    var("HELPER_SANDBOX")
+}

@@ -7,7 +7,7 @@
 //! | 125 | wrun itself failed or refused the job: a bad flag, a bad or refused module, a policy |
 //! | 134 | the helper trapped (a wasm trap: a panic, `unreachable`, a stack overflow) |
 //! | 137 | the helper was stopped for memory or fuel (as a kill) |
-//! | 128+N | a native helper was killed by signal N |
+//! | 128+N | a native helper was killed by signal N (152: out of CPU, SIGXCPU; 153: file too large, SIGXFSZ) |
 
 use wrun_runtime::Status;
 
@@ -28,6 +28,9 @@ pub fn for_status(status: &Status) -> u8 {
         Status::OutOfFuel | Status::OutOfMemory => KILLED,
         Status::Trapped { .. } => TRAPPED,
         Status::Refused { .. } => REFUSED,
+        Status::Signaled { signal } => u8::try_from(128 + signal).unwrap_or(KILLED),
+        Status::OutOfCpu => 128 + 24,
+        Status::FileTooLarge => 128 + 25,
         _ => REFUSED,
     }
 }

@@ -55,6 +55,26 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The native program cannot be run as given.
+    #[error("cannot run {}: {reason}", path.display())]
+    Program {
+        /// The program.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The sandbox mode is `require` and the sandbox cannot be used here.
+    #[error("the native sandbox is required but unavailable: {0}")]
+    SandboxUnavailable(String),
+    /// Starting or supervising a process failed.
+    #[error("{what}: {source}")]
+    Spawn {
+        /// What was being done.
+        what: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The compiled-code cache directory is unusable.
     #[error("compiled-code cache at {}: {reason}", path.display())]
     Cache {

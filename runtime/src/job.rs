@@ -143,6 +143,10 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 pub enum Program {
     /// A WASI preview 1 command module.
     Wasm(WasmModule),
+    /// A native executable, by absolute path (the host resolved it; the runtime never searches
+    /// `PATH`). Inside the native sandbox the path must exist in the sandbox's view (under
+    /// `/usr` or a bound directory).
+    Native(PathBuf),
 }
 
 /// The helper's standard input.
@@ -194,6 +198,11 @@ impl Job {
             stdin: Stdin::Closed,
             limits: Limits::default(),
         }
+    }
+
+    /// A job for a native executable at an absolute path.
+    pub fn native(program: impl Into<PathBuf>) -> Self {
+        Self::new(Program::Native(program.into()))
     }
 
     /// A job for a wasm module.

@@ -28,7 +28,10 @@ pub mod env;
 mod error;
 pub mod job;
 pub mod limits;
+#[cfg(target_os = "linux")]
+pub mod native;
 pub mod outcome;
+mod runner;
 mod sandbox;
 mod sys;
 pub mod wasm;
@@ -37,6 +40,9 @@ pub use capture::{Capture, Captured};
 pub use error::Error;
 pub use job::{Access, Job, Mount, Program, Stdin, WasmModule};
 pub use limits::{ByteSize, Limits};
-pub use outcome::{Backend, CacheUse, Outcome, Status, Usage};
+#[cfg(target_os = "linux")]
+pub use native::{NativeConfig, NativeSandbox, SandboxMode};
+pub use outcome::{Backend, CacheUse, Confinement, Outcome, ProcessLimit, Status, Usage};
+pub use runner::Runner;
 pub use sandbox::{BoxFuture, Sandbox};
 pub use wasm::{Allocator, WasmConfig, WasmSandbox};

@@ -116,6 +116,11 @@ pub const TIMEOUT_CEILING: Duration = Duration::from_secs(60 * 60);
 /// | `memory` | 256 MiB | 4 GiB |
 /// | `stdout_cap` | 1 MiB | 10 MiB |
 /// | `stderr_cap` | 256 KiB | 10 MiB |
+/// | `cpu` (native) | none (only wall time) | 1 h |
+/// | `max_file_size` (native) | 1 GiB | 64 GiB |
+/// | `max_processes` (native) | 256 | 4096 |
+/// | `max_open_files` (native) | 1024 | 65536 |
+/// | `tmp_size` (native `/tmp`) | 256 MiB | 4 GiB |
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Limits {
@@ -131,6 +136,18 @@ pub struct Limits {
     pub stdout_cap: ByteSize,
     /// Bytes of stderr kept (head and tail); everything beyond is counted and cut.
     pub stderr_cap: ByteSize,
+    /// CPU time of each native process (`RLIMIT_CPU`): the native analogue of fuel.
+    #[serde(with = "opt_duration_ms")]
+    pub cpu: Option<Duration>,
+    /// Largest file a native helper may write (`RLIMIT_FSIZE`): a disk fill stops here.
+    pub max_file_size: ByteSize,
+    /// Processes and threads of a native helper (a pids cgroup where wrun can create one,
+    /// else `RLIMIT_NPROC`; the Outcome says which held).
+    pub max_processes: u32,
+    /// Open file descriptors per native process (`RLIMIT_NOFILE`).
+    pub max_open_files: u32,
+    /// Size of the native sandbox's private `/tmp` (a tmpfs).
+    pub tmp_size: ByteSize,
 }
 
 impl Default for Limits {
@@ -141,6 +158,11 @@ impl Default for Limits {
             memory: ByteSize::mib(256),
             stdout_cap: ByteSize::mib(1),
             stderr_cap: ByteSize::kib(256),
+            cpu: None,
+            max_file_size: ByteSize::gib(1),
+            max_processes: 256,
+            max_open_files: 1024,
+            tmp_size: ByteSize::mib(256),
         }
     }
 }
@@ -196,6 +218,22 @@ impl Limits {
         self
     }
 
+    /// Sets the CPU-time limit of native processes.
+    pub fn with_cpu(mut self, cpu: Duration) -> Self {
+        self.cpu = Some(cpu);
+        self
+    }
+    /// Sets the largest file a native helper may write.
+    pub fn with_max_file_size(mut self, size: ByteSize) -> Self {
+        self.max_file_size = size;
+        self
+    }
+    /// Sets the process limit of native helpers.
+    pub fn with_max_processes(mut self, n: u32) -> Self {
+        self.max_processes = n;
+        self
+    }
+
     /// Checks every limit: none may be zero, none may exceed its ceiling.
     pub fn validate(&self) -> Result<(), LimitError> {
         if self.timeout.is_zero() {
@@ -214,6 +252,24 @@ impl Limits {
         check_bytes("memory", self.memory, MEMORY_CEILING)?;
         check_bytes("stdout cap", self.stdout_cap, OUTPUT_CAP_CEILING)?;
         check_bytes("stderr cap", self.stderr_cap, OUTPUT_CAP_CEILING)?;
+        if let Some(cpu) = self.cpu {
+            if cpu < Duration::from_secs(1) {
+                return Err(LimitError::Zero {
+                    name: "cpu (whole seconds)",
+                });
+            }
+            if cpu > TIMEOUT_CEILING {
+                return Err(LimitError::AboveCeiling {
+                    name: "cpu",
+                    value: format!("{cpu:?}"),
+                    ceiling: format!("{TIMEOUT_CEILING:?}"),
+                });
+            }
+        }
+        check_bytes("max file size", self.max_file_size, ByteSize::gib(64))?;
+        check_bytes("tmp size", self.tmp_size, ByteSize::gib(4))?;
+        check_count("max processes", self.max_processes, 4096)?;
+        check_count("max open files", self.max_open_files, 65536)?;
         Ok(())
     }
 }
@@ -230,6 +286,38 @@ fn check_bytes(name: &'static str, value: ByteSize, ceiling: ByteSize) -> Result
         });
     }
     Ok(())
+}
+
+fn check_count(name: &'static str, value: u32, ceiling: u32) -> Result<(), LimitError> {
+    if value == 0 {
+        return Err(LimitError::Zero { name });
+    }
+    if value > ceiling {
+        return Err(LimitError::AboveCeiling {
+            name,
+            value: value.to_string(),
+            ceiling: ceiling.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Serializes an optional `Duration` as whole milliseconds.
+pub(crate) mod opt_duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Option::<u64>::deserialize(d).map(|v| v.map(Duration::from_millis))
+    }
 }
 
 /// Serializes a `Duration` as whole milliseconds, the unit people read in JSON.

@@ -32,6 +32,16 @@ pub enum Status {
         /// What trapped.
         message: String,
     },
+    /// A native helper was killed by this signal (for the sandboxed path: an exit code of
+    /// 129-159 from bwrap, which reports a signalled child as 128 + N, as shells do).
+    Signaled {
+        /// The signal number.
+        signal: i32,
+    },
+    /// A native helper used up its CPU-time limit (`SIGXCPU`).
+    OutOfCpu,
+    /// A native helper tried to write past the file-size limit (`SIGXFSZ`).
+    FileTooLarge,
     /// wrun refused to run the job for a policy reason (an import it does not provide, a
     /// component where a module was expected, a module over the size cap).
     Refused {
@@ -54,6 +64,38 @@ impl Status {
 pub enum Backend {
     /// In-process WebAssembly under wasmtime: always sandboxed.
     Wasm,
+    /// A native process.
+    Native {
+        /// How it was confined.
+        confinement: Confinement,
+        /// What bounded its process count.
+        process_limit: ProcessLimit,
+    },
+}
+
+/// How a native helper was confined.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Confinement {
+    /// Inside bubblewrap with seccomp.
+    Bwrap,
+    /// Not sandboxed (mode `auto` without a working bwrap, or mode `off`): limits, env guard
+    /// and output caps still applied.
+    Unsandboxed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What bounded a native helper's process count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProcessLimit {
+    /// A pids cgroup created for the run (`pids.max`); it also let wrun kill every survivor.
+    Cgroup,
+    /// `RLIMIT_NPROC` only (not enforced for processes running as kernel uid 0).
+    Rlimit,
 }
 
 /// Resources the run used.

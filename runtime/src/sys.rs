@@ -16,3 +16,95 @@ pub(crate) fn deserialize_module(engine: &Engine, compiled: &[u8]) -> wasmtime::
     // checks the engine's compatibility header and rejects code from another configuration.
     unsafe { Module::deserialize(engine, compiled) }
 }
+
+/// What a native child does between `fork` and `exec`: join its cgroup, take its rlimits, put
+/// the seccomp program on fd 3 and mark every other inherited descriptor close-on-exec.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Clone)]
+pub(crate) struct ChildSetup {
+    /// `(resource, soft, hard)`.
+    pub(crate) rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
+    /// An open `cgroup.procs` of the run's cgroup.
+    pub(crate) cgroup_procs: Option<std::os::fd::RawFd>,
+    /// The seccomp program, to be moved to fd 3.
+    pub(crate) seccomp: Option<std::os::fd::RawFd>,
+}
+
+#[cfg(target_os = "linux")]
+impl ChildSetup {
+    /// Installs the setup on `cmd`.
+    pub(crate) fn install(self, cmd: &mut tokio::process::Command) {
+        // SAFETY: the closure runs in the forked child before exec. It only makes
+        // async-signal-safe system calls (getpid, write, setrlimit, dup2, close_range), does not
+        // allocate (the pid is formatted into a stack buffer, the rlimit list was allocated
+        // before fork and is only read) and touches no lock.
+        unsafe {
+            cmd.pre_exec(move || self.apply());
+        }
+    }
+
+    fn apply(&self) -> std::io::Result<()> {
+        if let Some(fd) = self.cgroup_procs {
+            let mut buf = [0u8; 20];
+            let digits = format_pid(std::process::id(), &mut buf);
+            // SAFETY: `fd` is an open descriptor owned by the parent for the duration of the
+            // spawn; `digits` is a valid buffer of its length.
+            let n = unsafe { libc::write(fd, digits.as_ptr().cast(), digits.len()) };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        for &(resource, soft, hard) in &self.rlimits {
+            nix::sys::resource::setrlimit(resource, soft, hard)?;
+        }
+        let first_closed = match self.seccomp {
+            Some(fd) => {
+                // SAFETY: `fd` is open in the child (inherited); dup2 onto 3 clears close-on-exec
+                // on the copy so bwrap receives it.
+                if unsafe { libc::dup2(fd, 3) } < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                4
+            }
+            None => 3,
+        };
+        // Every other descriptor the host may have leaked (one not opened close-on-exec) is
+        // closed at exec. Marking instead of closing keeps std's own exec-error pipe working.
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                first_closed as libc::c_uint,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// Formats `pid` in decimal into `buf` without allocating.
+#[cfg(target_os = "linux")]
+fn format_pid(mut pid: u32, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (pid % 10) as u8;
+        pid /= 10;
+        if pid == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+/// Takes ownership of a descriptor that a system call just returned.
+#[cfg(target_os = "linux")]
+pub(crate) fn own_fd(fd: std::os::fd::RawFd) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: callers pass a descriptor freshly returned by a successful system call
+    // (F_DUPFD_CLOEXEC), which nothing else owns.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+}

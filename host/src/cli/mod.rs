@@ -1,6 +1,7 @@
 //! Command-line interface: one struct per subcommand, each with an `execute`.
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
+mod doctor;
 mod run;
 
 use std::process::ExitCode;
@@ -18,8 +19,10 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a helper (a WASI preview 1 `.wasm` module) against a worktree.
-    Run(run::RunCmd),
+    /// Run a helper (a WASI preview 1 `.wasm` module or a native program) against a worktree.
+    Run(Box<run::RunCmd>),
+    /// Print what this machine supports for native helpers and which sandbox mode would be used.
+    Doctor(doctor::DoctorCmd),
 }
 
 impl Cli {
@@ -47,6 +50,7 @@ impl Cli {
         let result = runtime.block_on(async {
             match self.command {
                 Command::Run(cmd) => cmd.execute().await,
+                Command::Doctor(cmd) => cmd.execute().await,
             }
         });
         match result {

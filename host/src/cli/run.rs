@@ -8,12 +8,14 @@ use anyhow::{Context, bail};
 use clap::Args;
 use wrun_host::{ambient, exit, parse};
 use wrun_runtime::{
-    Access, ByteSize, Job, Limits, Mount, Outcome, Sandbox, Status, WasmConfig, WasmModule, WasmSandbox,
+    Access, ByteSize, Job, Limits, Mount, NativeConfig, NativeSandbox, Outcome, Runner, Sandbox, SandboxMode,
+    Status, WasmConfig, WasmModule, WasmSandbox,
 };
 
 #[derive(Debug, Args)]
 pub(crate) struct RunCmd {
-    /// The helper: a WASI preview 1 command module (`.wasm`).
+    /// The helper: a WASI preview 1 command module (`.wasm`), or a native program (a path, or
+    /// a bare name found on PATH) run in bubblewrap.
     program: PathBuf,
 
     /// Arguments passed to the helper (after `--`).
@@ -62,6 +64,31 @@ pub(crate) struct RunCmd {
     #[arg(long, default_value = "256KiB")]
     stderr_cap: ByteSize,
 
+    /// Native helpers: require | auto | off. Default: $HELPER_SANDBOX, else auto.
+    #[arg(long, value_name = "MODE")]
+    sandbox: Option<SandboxMode>,
+
+    /// Native helpers: bind this host directory read-only at the same path (a tools venv, for
+    /// example). Repeatable.
+    #[arg(long = "ro-bind", value_name = "PATH")]
+    ro_binds: Vec<PathBuf>,
+
+    /// Native helpers: CPU-time limit per process (whole seconds), e.g. 10s.
+    #[arg(long, value_parser = parse::duration)]
+    cpu: Option<Duration>,
+
+    /// Native helpers: largest file the helper may write, e.g. 100MiB.
+    #[arg(long, default_value = "1GiB")]
+    max_file_size: ByteSize,
+
+    /// Native helpers: processes and threads.
+    #[arg(long, default_value_t = 256)]
+    max_processes: u32,
+
+    /// Native helpers: absolute path of bwrap. Default: found on PATH.
+    #[arg(long, value_name = "PATH")]
+    bwrap: Option<PathBuf>,
+
     /// Print the whole Outcome as JSON on stdout instead of the helper's streams.
     #[arg(long)]
     json: bool,
@@ -82,10 +109,15 @@ impl RunCmd {
             .with_memory(self.memory)
             .with_stdout_cap(self.stdout_cap)
             .with_stderr_cap(self.stderr_cap);
-        let limits = match self.fuel {
+        let mut limits = match self.fuel {
             Some(fuel) => limits.with_fuel(fuel),
             None => limits,
-        };
+        }
+        .with_max_file_size(self.max_file_size)
+        .with_max_processes(self.max_processes);
+        if let Some(cpu) = self.cpu {
+            limits = limits.with_cpu(cpu);
+        }
         limits.validate()?;
 
         let cache_dir = match (self.no_cache, self.cache_dir) {
@@ -96,9 +128,9 @@ impl RunCmd {
         let mut config = WasmConfig::default();
         config.cache_dir = cache_dir;
         let max_module = config.max_module_size.bytes();
-        let sandbox = WasmSandbox::new(config)?;
+        let native = native_sandbox(self.sandbox, self.bwrap)?;
+        let runner = Runner::new(WasmSandbox::new(config)?, Some(native));
 
-        let module = WasmModule::from_file(&self.program, max_module)?;
         let worktree = match self.worktree {
             Some(dir) => dir,
             None => {
@@ -110,12 +142,19 @@ impl RunCmd {
         } else {
             Access::ReadOnly
         };
-        let mut job = Job::wasm(module)
-            .args(self.args)
-            .worktree(worktree, access)
-            .limits(limits);
+        let job = if is_wasm(&self.program) {
+            Job::wasm(WasmModule::from_file(&self.program, max_module)?)
+        } else {
+            Job::native(native_program(&self.program, &worktree)?)
+        };
+        let mut job = job.args(self.args).worktree(&worktree, access).limits(limits);
         for mount in self.dirs {
             job = job.dir(mount);
+        }
+        for path in self.ro_binds {
+            let path = std::path::absolute(&path).with_context(|| format!("--ro-bind {}", path.display()))?;
+            let guest = path.to_string_lossy().into_owned();
+            job = job.dir(Mount::new(path, guest, Access::ReadOnly));
         }
         for spec in &self.env {
             job = match spec.split_once('=') {
@@ -140,10 +179,57 @@ impl RunCmd {
             job = job.stdin(bytes);
         }
 
-        let outcome = sandbox.run(job).await?;
+        let outcome = runner.run(job).await?;
         report(&outcome, self.json, self.timeout)?;
         Ok(exit::for_status(&outcome.status))
     }
+}
+
+/// The native backend as the flags and `HELPER_SANDBOX` configure it.
+pub(crate) fn native_sandbox(
+    mode: Option<SandboxMode>,
+    bwrap: Option<PathBuf>,
+) -> anyhow::Result<NativeSandbox> {
+    let mode = match (mode, ambient::helper_sandbox()) {
+        (Some(mode), _) => mode,
+        (None, Some(value)) => value
+            .parse()
+            .map_err(|e| anyhow::anyhow!("HELPER_SANDBOX: {e}"))?,
+        (None, None) => SandboxMode::Auto,
+    };
+    let bwrap = match bwrap {
+        Some(path) if path.is_absolute() => Some(path),
+        Some(path) => bail!("--bwrap {}: give an absolute path", path.display()),
+        None => ambient::which("bwrap"),
+    };
+    Ok(NativeSandbox::new(NativeConfig::new(bwrap, mode))?)
+}
+
+/// Whether the file starts with the WebAssembly magic number.
+fn is_wasm(path: &std::path::Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"\0asm"
+}
+
+/// The absolute path a native program has inside the sandbox: a program inside the worktree
+/// is seen under `/work`; a bare name is looked up on wrun's PATH; anything else is made
+/// absolute and must be visible in the sandbox (under `/usr` or a bound directory).
+fn native_program(program: &std::path::Path, worktree: &std::path::Path) -> anyhow::Result<PathBuf> {
+    let as_str = program.to_string_lossy();
+    if !as_str.contains('/') {
+        return ambient::which(&as_str).with_context(|| format!("{as_str}: not found on PATH"));
+    }
+    let absolute =
+        std::fs::canonicalize(program).with_context(|| format!("cannot find {}", program.display()))?;
+    let worktree = std::fs::canonicalize(worktree)
+        .with_context(|| format!("cannot open worktree {}", worktree.display()))?;
+    Ok(match absolute.strip_prefix(&worktree) {
+        Ok(rel) => std::path::Path::new(wrun_runtime::job::DEFAULT_WORKTREE_GUEST).join(rel),
+        Err(_) => absolute,
+    })
 }
 
 /// Writes the outcome: as JSON, or as the helper's own streams plus a diagnostic line on
@@ -178,8 +264,18 @@ fn report(outcome: &Outcome, json: bool, timeout: Duration) -> anyhow::Result<()
         }
         Status::Trapped { message } => Some(format!("helper trapped: {message}")),
         Status::Refused { reason } => Some(format!("refused: {reason}")),
+        Status::Signaled { signal } => Some(format!("helper was killed by signal {signal}")),
+        Status::OutOfCpu => Some("helper used up its CPU time; raise --cpu if this is expected".to_owned()),
+        Status::FileTooLarge => Some("helper tried to write past --max-file-size".to_owned()),
         other => Some(format!("helper ended: {other:?}")),
     };
+    if let wrun_runtime::Backend::Native {
+        confinement: wrun_runtime::Confinement::Unsandboxed { reason },
+        ..
+    } = &outcome.backend
+    {
+        writeln!(stderr, "wrun: warning: the helper ran unsandboxed: {reason}")?;
+    }
     if let Some(note) = note {
         writeln!(stderr, "wrun: {note}")?;
     }

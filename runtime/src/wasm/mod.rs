@@ -205,7 +205,12 @@ impl WasmSandbox {
     async fn run_wasm(&self, job: Job) -> Result<Outcome, Error> {
         let started = Instant::now();
         job.limits.validate()?;
-        let Program::Wasm(module) = &job.program;
+        let Program::Wasm(module) = &job.program else {
+            return Err(Error::Unsupported {
+                backend: "wasm",
+                reason: "it is a native program; run it with the native sandbox".into(),
+            });
+        };
         let guarded = env::guard(&job.env);
         let mounts = mounts(&job)?;
         let set = self.engine_set(job.limits.fuel.is_some())?;

@@ -1,0 +1,377 @@
+//! The native backend: a subprocess inside bubblewrap, behind the same [`Sandbox`] trait and
+//! returning the same [`Outcome`] as the wasm backend.
+//!
+//! # What a helper gets
+//! The job's program (an absolute path that exists inside the sandbox: under `/usr` or a bound
+//! directory) and arguments; exactly the job's guarded environment plus `HOME=/tmp`,
+//! `TMPDIR=/tmp` and a default `PATH` (`/usr/local/bin:/usr/bin:/bin`) unless the policy sets
+//! one; stdin `/dev/null` or the job's bytes; the worktree at its guest path (default `/work`,
+//! its working directory); the job's further directories. In bubblewrap: no network, no other
+//! host files (see [`bwrap`] for the profile), a seccomp filter (see [`seccomp`]).
+//!
+//! # What it cannot exceed
+//! Wall time (the whole process tree is killed at the deadline); CPU seconds (`RLIMIT_CPU`,
+//! `SIGXCPU` then `SIGKILL` a second later); address space (`RLIMIT_AS` = the memory limit); file
+//! size (`RLIMIT_FSIZE`, `SIGXFSZ`); open files; processes (a pids cgroup when wrun can create
+//! one, else `RLIMIT_NPROC`); no core dumps; `/tmp` size; output through the shared capture.
+//!
+//! # No survivors
+//! bwrap is pid 1's parent of a fresh pid namespace and dies with wrun (`--die-with-parent`):
+//! killing it ends every process in the namespace, `setsid` daemons and double forks included.
+//! Where a pids cgroup exists, wrun also kills every member before `run` returns. Pipes are
+//! drained with a bound, so a process holding stdout open cannot hang the run.
+//!
+//! # Sandbox mode
+//! [`SandboxMode::Require`] refuses to run when bwrap is missing or fails its launch probe;
+//! [`SandboxMode::Auto`] runs unsandboxed instead (same env guard, rlimits, cgroup, timeout,
+//! process-group kill and caps, and the Outcome says `unsandboxed` with the reason);
+//! [`SandboxMode::Off`] never sandboxes. Unsandboxed, a `setsid` daemon escapes the process
+//! group; only the pids cgroup (when available) catches it.
+
+pub(crate) mod bwrap;
+mod cgroup;
+pub(crate) mod seccomp;
+mod spawn;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use crate::Error;
+use crate::env;
+use crate::job::{Job, Mount, Program};
+use crate::outcome::{Backend, Confinement, Outcome, ProcessLimit};
+use crate::sandbox::{BoxFuture, Sandbox};
+
+/// Whether native helpers must, may or must not run in bubblewrap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Refuse to run when the sandbox is unavailable. For production.
+    Require,
+    /// Sandbox when possible, else run unsandboxed and say so.
+    Auto,
+    /// Never sandbox. An escape hatch.
+    Off,
+}
+
+impl std::str::FromStr for SandboxMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "require" => Ok(Self::Require),
+            "auto" => Ok(Self::Auto),
+            "off" => Ok(Self::Off),
+            other => Err(format!(
+                "invalid sandbox mode {other:?}: expected require, auto or off"
+            )),
+        }
+    }
+}
+
+/// Configuration of a [`NativeSandbox`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct NativeConfig {
+    /// Absolute path of the `bwrap` executable, as the host resolved it; `None` if not found.
+    pub bwrap: Option<PathBuf>,
+    /// The sandbox mode.
+    pub mode: SandboxMode,
+}
+
+impl NativeConfig {
+    /// A configuration with `bwrap` at `path` (or none) and `mode`.
+    pub fn new(bwrap: Option<PathBuf>, mode: SandboxMode) -> Self {
+        Self { bwrap, mode }
+    }
+}
+
+/// Runs native helpers. Create one per process and share it: the bwrap profile and the seccomp
+/// program are built once, and the launch probe runs once.
+#[derive(Debug)]
+pub struct NativeSandbox {
+    config: NativeConfig,
+    base_args: Vec<OsString>,
+    seccomp: OnceLock<Result<Vec<u8>, String>>,
+    probe: tokio::sync::OnceCell<Result<(), String>>,
+}
+
+/// The default `PATH` inside the sandbox when the policy sets none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The probe program: present on every Debian-like system under `/usr`.
+const PROBE_PROGRAM: &str = "/usr/bin/true";
+
+impl NativeSandbox {
+    /// A native sandbox. Nothing is spawned until the first run.
+    pub fn new(config: NativeConfig) -> Result<Self, Error> {
+        if let Some(bwrap) = &config.bwrap
+            && !bwrap.is_absolute()
+        {
+            return Err(Error::Program {
+                path: bwrap.clone(),
+                reason: "the bwrap path must be absolute (resolve it before handing it to the runtime)"
+                    .into(),
+            });
+        }
+        Ok(Self {
+            config,
+            base_args: bwrap::base_args(),
+            seccomp: OnceLock::new(),
+            probe: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NativeConfig {
+        &self.config
+    }
+
+    /// What this machine offers the native backend, for diagnostics (`wrun doctor`).
+    pub async fn report(&self) -> Vec<(&'static str, String)> {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|_| "absent".into())
+        };
+        let bwrap = match &self.config.bwrap {
+            Some(path) => format!("{} ({})", path.display(), spawn::version(path).await),
+            None => "not found".into(),
+        };
+        let seccomp = match self.seccomp_program() {
+            Ok(bpf) => format!("filter builds ({} BPF instructions)", bpf.len() / 8),
+            Err(e) => e,
+        };
+        let lsm = read("/sys/kernel/security/lsm");
+        vec![
+            ("bwrap", bwrap),
+            (
+                "user.max_user_namespaces",
+                read("/proc/sys/user/max_user_namespaces"),
+            ),
+            (
+                "kernel.unprivileged_userns_clone",
+                read("/proc/sys/kernel/unprivileged_userns_clone"),
+            ),
+            (
+                "kernel.apparmor_restrict_unprivileged_userns",
+                read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
+            ),
+            ("seccomp", seccomp),
+            (
+                "pids cgroup",
+                cgroup::describe().unwrap_or_else(|| "unavailable: RLIMIT_NPROC only".into()),
+            ),
+            (
+                "landlock",
+                if lsm.split(',').any(|m| m == "landlock") {
+                    "available (not used)".into()
+                } else {
+                    "unavailable".into()
+                },
+            ),
+            ("running as", format!("uid {}", nix::unistd::geteuid())),
+            ("mode", format!("{:?}", self.config.mode)),
+            (
+                "launch probe",
+                match self.probe().await {
+                    Ok(()) => "ok: native helpers run in bubblewrap".into(),
+                    Err(e) => e,
+                },
+            ),
+        ]
+    }
+
+    fn seccomp_program(&self) -> Result<&[u8], String> {
+        self.seccomp
+            .get_or_init(seccomp::build)
+            .as_deref()
+            .map_err(Clone::clone)
+    }
+
+    /// Whether bwrap works here: it exists, the seccomp program builds, and a trivial job runs
+    /// in the full profile. Runs once; the answer (or the reason, with a fix) is cached.
+    pub async fn probe(&self) -> Result<(), String> {
+        self.probe
+            .get_or_init(|| async {
+                let Some(bwrap) = &self.config.bwrap else {
+                    return Err("bwrap was not found: install bubblewrap (apt-get install bubblewrap, \
+                                dnf install bubblewrap) or configure its absolute path"
+                        .to_owned());
+                };
+                let bpf = self.seccomp_program()?;
+                let job = Job::native(PROBE_PROGRAM);
+                let args = bwrap::job_args(&self.base_args, 1 << 20, &[], "/", Path::new(PROBE_PROGRAM), &[]);
+                let env = vec![("PATH".to_owned(), DEFAULT_PATH.to_owned())];
+                let out = spawn::run(spawn::Launch {
+                    program: bwrap,
+                    args: &args,
+                    env: &env,
+                    job: &job,
+                    seccomp: Some(bpf),
+                    sandboxed: true,
+                })
+                .await
+                .map_err(|e| format!("starting {}: {e}", bwrap.display()))?;
+                if out.outcome.status.success() {
+                    return Ok(());
+                }
+                let mut reason = format!(
+                    "{} failed its launch probe ({:?}): {}",
+                    bwrap.display(),
+                    out.outcome.status,
+                    out.outcome.stderr.text().trim()
+                );
+                match bwrap::userns_diagnosis() {
+                    Some(why) => reason.push_str(&format!("; {why}")),
+                    None => reason.push_str(
+                        "; if wrun runs in a container, its seccomp profile may block the namespaces bwrap needs",
+                    ),
+                }
+                Err(reason)
+            })
+            .await
+            .clone()
+    }
+
+    async fn run_native(&self, job: Job) -> Result<Outcome, Error> {
+        let started = Instant::now();
+        job.limits.validate()?;
+        let Program::Native(program) = &job.program else {
+            return Err(Error::Unsupported {
+                backend: "native",
+                reason: "it is a wasm module; run it with the wasm sandbox".into(),
+            });
+        };
+        if !program.is_absolute() {
+            return Err(Error::Program {
+                path: program.clone(),
+                reason: "native programs must be absolute paths (the host resolves bare names on its PATH)"
+                    .into(),
+            });
+        }
+        let mounts = mounts(&job)?;
+        let guarded = env::guard(&job.env);
+        let mut vars = guarded.vars.clone();
+        for (name, value) in [("HOME", "/tmp"), ("TMPDIR", "/tmp"), ("PATH", DEFAULT_PATH)] {
+            if !vars.iter().any(|(n, _)| n == name) {
+                vars.push((name.to_owned(), value.to_owned()));
+            }
+        }
+
+        let sandboxed = match self.config.mode {
+            SandboxMode::Off => Err("sandbox mode is off".to_owned()),
+            SandboxMode::Require | SandboxMode::Auto => self.probe().await,
+        };
+        let launched = match sandboxed {
+            Ok(()) => {
+                let bwrap = self
+                    .config
+                    .bwrap
+                    .as_deref()
+                    .ok_or_else(|| Error::SandboxUnavailable("no bwrap".into()))?;
+                let bpf = self.seccomp_program().map_err(Error::SandboxUnavailable)?;
+                let workdir = job.worktree.as_ref().map_or("/", |w| w.guest.as_str());
+                let args = bwrap::job_args(
+                    &self.base_args,
+                    job.limits.tmp_size.bytes(),
+                    &mounts,
+                    workdir,
+                    program,
+                    &job.args,
+                );
+                let out = spawn::run(spawn::Launch {
+                    program: bwrap,
+                    args: &args,
+                    env: &vars,
+                    job: &job,
+                    seccomp: Some(bpf),
+                    sandboxed: true,
+                })
+                .await?;
+                (out, Confinement::Bwrap)
+            }
+            Err(reason) if self.config.mode == SandboxMode::Require => {
+                return Err(Error::SandboxUnavailable(format!(
+                    "{reason}. The sandbox mode is `require`; fix the above or choose `auto` to run unsandboxed"
+                )));
+            }
+            Err(reason) => {
+                let args: Vec<OsString> = job.args.iter().map(OsString::from).collect();
+                let out = spawn::run(spawn::Launch {
+                    program,
+                    args: &args,
+                    env: &vars,
+                    job: &job,
+                    seccomp: None,
+                    sandboxed: false,
+                })
+                .await?;
+                (out, Confinement::Unsandboxed { reason })
+            }
+        };
+        let (out, confinement) = launched;
+        let mut outcome = out.outcome;
+        outcome.usage.wall_time = started.elapsed();
+        outcome.env_dropped = guarded.dropped;
+        outcome.backend = Backend::Native {
+            confinement,
+            process_limit: if out.cgroup {
+                ProcessLimit::Cgroup
+            } else {
+                ProcessLimit::Rlimit
+            },
+        };
+        Ok(outcome)
+    }
+}
+
+impl Sandbox for NativeSandbox {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn run<'a>(&'a self, job: Job) -> BoxFuture<'a, Result<Outcome, Error>> {
+        Box::pin(self.run_native(job))
+    }
+}
+
+/// The worktree and further directories, checked: guest paths absolute without `..`, distinct,
+/// not over the sandbox's own system paths; host paths existing directories.
+fn mounts(job: &Job) -> Result<Vec<Mount>, Error> {
+    const RESERVED: &[&str] = &[
+        "/", "/usr", "/etc", "/proc", "/dev", "/tmp", "/bin", "/sbin", "/lib", "/lib64",
+    ];
+    let mut out: Vec<Mount> = Vec::new();
+    for mount in job.worktree.iter().chain(&job.dirs) {
+        let bad = |reason: &str| Error::Mount {
+            host: mount.host.clone(),
+            guest: mount.guest.clone(),
+            reason: reason.to_owned(),
+        };
+        if !mount.guest.starts_with('/') || mount.guest.split('/').any(|c| c == ".." || c == ".") {
+            return Err(bad(
+                "the guest path must be absolute, without `.` or `..` components",
+            ));
+        }
+        if RESERVED.contains(&mount.guest.trim_end_matches('/'))
+            && !(mount.guest.starts_with("/usr/") || mount.guest.starts_with("/etc/"))
+        {
+            return Err(bad(
+                "the guest path would cover a system directory of the sandbox",
+            ));
+        }
+        if out.iter().any(|m| m.guest == mount.guest) {
+            return Err(bad("another directory is already mounted there"));
+        }
+        // bwrap resolves sources from `/`: hand it the canonical absolute path.
+        let host = match std::fs::canonicalize(&mount.host) {
+            Ok(host) if host.is_dir() => host,
+            Ok(_) => return Err(bad("not a directory")),
+            Err(e) => return Err(bad(&format!("cannot open it: {e}"))),
+        };
+        out.push(Mount::new(host, mount.guest.clone(), mount.access));
+    }
+    Ok(out)
+}
