@@ -40,6 +40,26 @@ pub fn dir(s: &str) -> Result<Mount, String> {
     Ok(Mount::new(PathBuf::from(host), guest, access))
 }
 
+/// A read-only bind for native helpers: `HOST[::GUEST]`, the host path made absolute; without a
+/// guest path the directory appears at its absolute host path.
+pub fn ro_bind(s: &str) -> Result<Mount, String> {
+    let (host, guest) = match s.split_once("::") {
+        Some((host, guest)) => (host, Some(guest)),
+        None => (s, None),
+    };
+    let host = std::path::absolute(host).map_err(|e| format!("invalid --ro-bind {s:?}: {e}"))?;
+    let guest = match guest {
+        Some(g) if g.starts_with('/') => g.to_owned(),
+        Some(g) => {
+            return Err(format!(
+                "invalid --ro-bind {s:?}: the guest path {g:?} must be absolute"
+            ));
+        }
+        None => host.to_string_lossy().into_owned(),
+    };
+    Ok(Mount::new(host, guest, Access::ReadOnly))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

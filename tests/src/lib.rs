@@ -1,6 +1,6 @@
 //! Support for wrun's workspace-level tests and benchmark: the guest modules built from source
 //! by `build.rs`, a shared sandbox and async runtime, and fixture worktrees.
-#![allow(clippy::disallowed_methods, clippy::unwrap_used)]
+#![allow(clippy::disallowed_methods, clippy::unwrap_used, clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -84,4 +84,56 @@ impl Default for Fixture {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// The native sandbox the tests share (mode `require`: a test that expects bwrap must never
+/// silently run unsandboxed), or `None` with a printed reason when this machine cannot run
+/// bubblewrap. With `WRUN_REQUIRE_NATIVE=1` (set by `.ci/run`) a missing sandbox fails instead.
+pub fn native() -> Option<&'static wrun_runtime::NativeSandbox> {
+    static NATIVE: OnceLock<Result<wrun_runtime::NativeSandbox, String>> = OnceLock::new();
+    let result = NATIVE.get_or_init(|| {
+        let bwrap = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists());
+        let sandbox = wrun_runtime::NativeSandbox::new(wrun_runtime::NativeConfig::new(
+            bwrap,
+            wrun_runtime::SandboxMode::Require,
+        ))
+        .map_err(|e| e.to_string())?;
+        rt().block_on(sandbox.probe())?;
+        Ok(sandbox)
+    });
+    match result {
+        Ok(sandbox) => Some(sandbox),
+        Err(reason) if std::env::var_os("WRUN_REQUIRE_NATIVE").is_some() => {
+            panic!("the native sandbox is required here but unavailable: {reason}")
+        }
+        Err(reason) => {
+            eprintln!("skipping: the native sandbox is unavailable: {reason}");
+            None
+        }
+    }
+}
+
+/// Runs a native job in the shared native sandbox.
+pub fn run_native(sandbox: &dyn Sandbox, job: Job) -> Outcome {
+    rt().block_on(sandbox.run(job)).expect("native job starts")
+}
+
+/// Whether any process on the machine has `marker` in its command line.
+pub fn process_with_marker_exists(marker: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(marker))
+                .unwrap_or(false)
+        })
+}
+
+/// The workspace's root directory.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }

@@ -68,10 +68,10 @@ pub(crate) struct RunCmd {
     #[arg(long, value_name = "MODE")]
     sandbox: Option<SandboxMode>,
 
-    /// Native helpers: bind this host directory read-only at the same path (a tools venv, for
-    /// example). Repeatable.
-    #[arg(long = "ro-bind", value_name = "PATH")]
-    ro_binds: Vec<PathBuf>,
+    /// Native helpers: bind a host directory read-only, `HOST[::GUEST]` (at the same path
+    /// without a guest path); a tools venv, for example. Repeatable.
+    #[arg(long = "ro-bind", value_name = "HOST[::GUEST]", value_parser = parse::ro_bind)]
+    ro_binds: Vec<Mount>,
 
     /// Native helpers: CPU-time limit per process (whole seconds), e.g. 10s.
     #[arg(long, value_parser = parse::duration)]
@@ -151,10 +151,8 @@ impl RunCmd {
         for mount in self.dirs {
             job = job.dir(mount);
         }
-        for path in self.ro_binds {
-            let path = std::path::absolute(&path).with_context(|| format!("--ro-bind {}", path.display()))?;
-            let guest = path.to_string_lossy().into_owned();
-            job = job.dir(Mount::new(path, guest, Access::ReadOnly));
+        for mount in self.ro_binds {
+            job = job.dir(mount);
         }
         for spec in &self.env {
             job = match spec.split_once('=') {
@@ -205,8 +203,12 @@ pub(crate) fn native_sandbox(
     Ok(NativeSandbox::new(NativeConfig::new(bwrap, mode))?)
 }
 
-/// Whether the file starts with the WebAssembly magic number.
+/// Whether the helper is a wasm module: named `.wasm`, or starting with the WebAssembly magic
+/// number.
 fn is_wasm(path: &std::path::Path) -> bool {
+    if path.extension().is_some_and(|e| e == "wasm") {
+        return true;
+    }
     let mut magic = [0u8; 4];
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut magic))

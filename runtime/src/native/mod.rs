@@ -362,8 +362,15 @@ fn mounts(job: &Job) -> Result<Vec<Mount>, Error> {
                 "the guest path would cover a system directory of the sandbox",
             ));
         }
-        if out.iter().any(|m| m.guest == mount.guest) {
-            return Err(bad("another directory is already mounted there"));
+        let nested = |a: &str, b: &str| a == b || a.starts_with(&format!("{}/", b.trim_end_matches('/')));
+        if out
+            .iter()
+            .any(|m| nested(&mount.guest, &m.guest) || nested(&m.guest, &mount.guest))
+        {
+            return Err(bad(
+                "it would be mounted at, inside or over another directory of the job (the worktree is at \
+                 /work); choose a separate guest path",
+            ));
         }
         // bwrap resolves sources from `/`: hand it the canonical absolute path.
         let host = match std::fs::canonicalize(&mount.host) {

@@ -1,0 +1,497 @@
+//! The native backend against a real bubblewrap: every hole of MACHINE-FACTS tried from inside,
+//! every limit exceeded, and real tools run.
+
+use std::io::Write;
+use std::os::unix::net::UnixListener;
+use std::time::Duration;
+
+use wrun_runtime::{
+    Access, Backend, ByteSize, Confinement, Job, Limits, NativeConfig, NativeSandbox, Outcome, SandboxMode,
+    Status,
+};
+use wrun_tests::{CANARY, Fixture, native, process_with_marker_exists, rt, run_native, workspace_root};
+
+fn sh(script: &str) -> Job {
+    Job::native("/bin/sh").args(["-c", script])
+}
+
+fn python(code: &str) -> Job {
+    Job::native("/usr/bin/python3").args(["-c", code])
+}
+
+fn exited(out: &Outcome) -> i32 {
+    match out.status {
+        Status::Exited { code } => code,
+        ref other => panic!("expected an exit, got {other:?}; stderr: {}", out.stderr.text()),
+    }
+}
+
+macro_rules! sandbox {
+    () => {
+        match native() {
+            Some(s) => s,
+            None => return,
+        }
+    };
+}
+
+#[test]
+fn runs_in_bubblewrap_with_the_worktree_as_working_directory() {
+    let s = sandbox!();
+    let fx = Fixture::new();
+    let out = run_native(
+        s,
+        sh("pwd; cat README.md; id -u").worktree(&fx.worktree, Access::ReadOnly),
+    );
+    assert_eq!(exited(&out), 0);
+    let text = out.stdout.text();
+    assert!(text.starts_with("/work\nhello from the worktree\n"), "{text}");
+    assert!(
+        matches!(
+            &out.backend,
+            Backend::Native {
+                confinement: Confinement::Bwrap,
+                ..
+            }
+        ),
+        "{:?}",
+        out.backend
+    );
+}
+
+#[test]
+fn host_files_outside_the_binds_are_absent() {
+    let s = sandbox!();
+    let fx = Fixture::new();
+    let secret = fx.outside.join("secret.txt");
+    let script = format!(
+        "cat {} /etc/shadow /root/.bashrc 2>&1; ls /home /sys /var 2>&1; cat ../outside/secret.txt",
+        secret.display()
+    );
+    let out = run_native(s, sh(&script).worktree(&fx.worktree, Access::ReadOnly));
+    assert!(!out.stdout.text().contains(CANARY));
+    assert_ne!(exited(&out), 0);
+}
+
+#[test]
+fn only_the_jobs_environment_is_visible_even_at_proc_1() {
+    let s = sandbox!();
+    let out = run_native(
+        s,
+        sh("cat /proc/1/environ | tr '\\0' '\\n'; echo ---; env | sort").env("LANG", "C"),
+    );
+    let text = out.stdout.text();
+    assert!(
+        !text.contains("CARGO") && !text.contains("RUST"),
+        "the test process's env leaked: {text}"
+    );
+    assert!(text.contains("LANG=C") && text.contains("HOME=/tmp"), "{text}");
+    let proc1 = text.split("---").next().unwrap();
+    for line in proc1.lines().filter(|l| !l.is_empty()) {
+        assert!(
+            [
+                "LANG=C",
+                "HOME=/tmp",
+                "TMPDIR=/tmp",
+                "PATH=/usr/local/bin:/usr/bin:/bin"
+            ]
+            .contains(&line),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn no_network_tcp_abstract_unix_or_vsock() {
+    let s = sandbox!();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let name = format!("wrun-test-{}", std::process::id());
+    let addr =
+        <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(&name)
+            .unwrap();
+    let unix = UnixListener::bind_addr(&addr).unwrap();
+    unix.set_nonblocking(true).unwrap();
+    let code = format!(
+        r#"
+import socket, errno
+results = []
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2); results.append("tcp-connected")
+except OSError as e: results.append("tcp-" + errno.errorcode.get(e.errno, str(e.errno)))
+try:
+    u = socket.socket(socket.AF_UNIX); u.connect("\0{name}"); results.append("unix-connected")
+except OSError as e: results.append("unix-" + errno.errorcode.get(e.errno, str(e.errno)))
+try:
+    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); results.append("vsock-created")
+except OSError as e: results.append("vsock-" + errno.errorcode.get(e.errno, str(e.errno)))
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM); results.append("udp-created")
+except OSError as e: results.append("udp-" + errno.errorcode.get(e.errno, str(e.errno)))
+print(" ".join(results))
+"#
+    );
+    let out = run_native(s, python(&code));
+    let text = out.stdout.text();
+    assert!(
+        !text.contains("connected") && !text.contains("created"),
+        "{text} {}",
+        out.stderr.text()
+    );
+    assert!(text.contains("vsock-EAFNOSUPPORT"), "{text}");
+    assert!(
+        tcp.accept().is_err() && unix.accept().is_err(),
+        "something reached the host"
+    );
+}
+
+#[test]
+fn ptrace_of_pid_1_is_refused_and_does_not_hang_the_run() {
+    let s = sandbox!();
+    let code = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.ptrace(16, 1, 0, 0)
+print("ptrace", r, os.strerror(ctypes.get_errno()))
+r = libc.syscall(310, 1, 0, 0, 0, 0, 0)
+print("process_vm_readv", r, os.strerror(ctypes.get_errno()))
+"#;
+    let out = run_native(
+        s,
+        python(code).limits(Limits::default().with_timeout(Duration::from_secs(20))),
+    );
+    assert_eq!(exited(&out), 0);
+    let text = out.stdout.text();
+    assert!(text.contains("ptrace -1 Operation not permitted"), "{text}");
+    assert!(
+        text.contains("process_vm_readv -1 Operation not permitted"),
+        "{text}"
+    );
+}
+
+#[test]
+fn tiocsti_and_nested_user_namespaces_are_refused() {
+    let s = sandbox!();
+    let code = r#"
+import fcntl, termios, os, errno
+for fd in (0, 1):
+    try:
+        fcntl.ioctl(fd, termios.TIOCSTI, b"x"); print("injected")
+    except OSError as e: print("tiocsti", errno.errorcode[e.errno])
+"#;
+    let out = run_native(s, python(code));
+    assert_eq!(out.stdout.text(), "tiocsti EPERM\ntiocsti EPERM\n");
+    let out = run_native(
+        s,
+        sh("unshare -U true && echo nested-userns; unshare -r true && echo nested-root"),
+    );
+    assert!(!out.stdout.text().contains("nested"), "{}", out.stdout.text());
+}
+
+#[test]
+fn usr_and_a_read_only_worktree_are_not_writable() {
+    let s = sandbox!();
+    let fx = Fixture::new();
+    let out = run_native(
+        s,
+        sh("touch /usr/planted; echo x > README.md; touch new; mkdir d; rm src/lib.rs; echo x > /proc/sys/kernel/core_pattern; true")
+            .worktree(&fx.worktree, Access::ReadOnly),
+    );
+    let err = out.stderr.text();
+    assert_eq!(err.matches("Read-only file system").count(), 6, "{err}");
+    assert!(!std::path::Path::new("/usr/planted").exists());
+    assert_eq!(
+        std::fs::read_to_string(fx.worktree.join("README.md")).unwrap(),
+        "hello from the worktree\n"
+    );
+    assert!(!fx.worktree.join("new").exists() && fx.worktree.join("src/lib.rs").exists());
+}
+
+#[test]
+fn a_writable_worktree_keeps_git_and_ai_read_only() {
+    let s = sandbox!();
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.worktree.join(".git/hooks")).unwrap();
+    std::fs::create_dir_all(fx.worktree.join(".ai")).unwrap();
+    let out = run_native(
+        s,
+        sh("echo ok > written.txt && echo evil > .git/hooks/pre-commit; echo evil > .ai/tool.sh; true")
+            .worktree(&fx.worktree, Access::ReadWrite),
+    );
+    assert_eq!(exited(&out), 0);
+    assert_eq!(
+        std::fs::read_to_string(fx.worktree.join("written.txt")).unwrap(),
+        "ok\n"
+    );
+    assert!(!fx.worktree.join(".git/hooks/pre-commit").exists());
+    assert!(!fx.worktree.join(".ai/tool.sh").exists());
+    assert_eq!(
+        out.stderr.text().matches("Read-only file system").count(),
+        2,
+        "{}",
+        out.stderr.text()
+    );
+}
+
+#[test]
+fn a_fork_bomb_is_bounded_and_leaves_nothing_behind() {
+    let s = sandbox!();
+    let marker = format!("1234.{}", std::process::id());
+    let script =
+        format!("n=0; while [ $n -lt 2000 ]; do sleep {marker} & n=$((n+1)); done 2>/dev/null; wait");
+    let job = sh(&script).limits(
+        Limits::default()
+            .with_max_processes(64)
+            .with_timeout(Duration::from_secs(10)),
+    );
+    let out = run_native(s, job);
+    // Either the shell gives up when fork fails (exit 2) or the clock stops it: it ends.
+    assert!(
+        matches!(out.status, Status::TimedOut | Status::Exited { code: 2 }),
+        "{:?}",
+        out.status
+    );
+    assert!(!process_with_marker_exists(&marker), "a bomb process survived");
+    assert!(matches!(
+        out.backend,
+        Backend::Native {
+            process_limit: wrun_runtime::ProcessLimit::Cgroup,
+            ..
+        }
+    ));
+    // The limit held: count how many forks succeed.
+    let code = "import os, sys, time\nn = 0\nfor i in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(99)\n        os._exit(0)\n    n += 1\nprint(n)";
+    let out = run_native(
+        s,
+        python(code)
+            .arg(&marker)
+            .limits(Limits::default().with_max_processes(32)),
+    );
+    let forked: u32 = out.stdout.text().trim().parse().unwrap();
+    assert!((1..32).contains(&forked), "{forked} forks under a limit of 32");
+    assert!(!process_with_marker_exists(&marker));
+}
+
+#[test]
+fn a_setsid_daemon_does_not_survive() {
+    let s = sandbox!();
+    let marker = format!("1235.{}", std::process::id());
+    let out = run_native(
+        s,
+        sh(&format!(
+            "setsid sh -c 'sleep {marker}' </dev/null >/dev/null 2>&1 & ( ( sleep {marker} & ) & ); echo started"
+        )),
+    );
+    assert_eq!((exited(&out), out.stdout.text().as_ref()), (0, "started\n"));
+    assert!(!process_with_marker_exists(&marker), "a daemon outlived the run");
+}
+
+#[test]
+fn a_stopped_helper_does_not_hang_the_run() {
+    let s = sandbox!();
+    let out = run_native(
+        s,
+        sh("kill -STOP $$").limits(Limits::default().with_timeout(Duration::from_secs(1))),
+    );
+    assert_eq!(out.status, Status::TimedOut);
+}
+
+#[test]
+fn cpu_memory_and_file_size_limits_hold() {
+    let s = sandbox!();
+    let out = run_native(
+        s,
+        sh("while :; do :; done").limits(
+            Limits::default()
+                .with_cpu(Duration::from_secs(1))
+                .with_timeout(Duration::from_secs(20)),
+        ),
+    );
+    assert_eq!(out.status, Status::OutOfCpu);
+
+    let out = run_native(
+        s,
+        python("b = bytearray(1 << 30); print('allocated')")
+            .limits(Limits::default().with_memory(ByteSize::mib(256))),
+    );
+    assert!(!out.stdout.text().contains("allocated"));
+    assert!(out.stderr.text().contains("MemoryError"), "{}", out.stderr.text());
+
+    let fx = Fixture::new();
+    let out = run_native(
+        s,
+        sh("truncate -s 1T big")
+            .worktree(&fx.worktree, Access::ReadWrite)
+            .limits(Limits::default().with_max_file_size(ByteSize::mib(10))),
+    );
+    assert_eq!(out.status, Status::FileTooLarge, "{}", out.stderr.text());
+    assert!(
+        std::fs::metadata(fx.worktree.join("big"))
+            .map(|m| m.len())
+            .unwrap_or(0)
+            <= 10 << 20
+    );
+}
+
+#[test]
+fn a_tmp_fill_stops_at_its_size() {
+    let s = sandbox!();
+    let mut limits = Limits::default();
+    limits.tmp_size = ByteSize::mib(8);
+    let out = run_native(
+        s,
+        sh("head -c 64M /dev/zero > /tmp/fill; ls -l /tmp/fill").limits(limits),
+    );
+    assert!(
+        out.stderr.text().contains("No space left"),
+        "{}",
+        out.stderr.text()
+    );
+}
+
+#[test]
+fn a_gigabyte_flood_is_capped() {
+    let s = sandbox!();
+    let job = sh("head -c 1073741824 /dev/zero").limits(
+        Limits::default()
+            .with_stdout_cap(ByteSize::kib(64))
+            .with_timeout(Duration::from_secs(120)),
+    );
+    let out = run_native(s, job);
+    assert_eq!(exited(&out), 0);
+    assert_eq!(out.stdout.total_bytes, 1 << 30);
+    assert!(out.stdout.rendered.len() < 66 * 1024);
+}
+
+#[test]
+fn a_leaked_descriptor_is_not_inherited() {
+    let s = sandbox!();
+    let fx = Fixture::new();
+    let file = std::fs::File::open(fx.outside.join("secret.txt")).unwrap();
+    // Clear close-on-exec, as a careless host library would leave it.
+    nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty())).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    let out = run_native(
+        s,
+        python(&format!(
+            "import os\nprint(sorted(os.listdir('/proc/self/fd')))\nos.read({fd}, 100)"
+        )),
+    );
+    assert!(!out.stdout.text().contains(CANARY));
+    assert_eq!(
+        out.stdout.text(),
+        "['0', '1', '2', '3']\n",
+        "only stdio (and listdir's own fd)"
+    );
+    assert!(
+        out.stderr.text().contains("Bad file descriptor"),
+        "{}",
+        out.stderr.text()
+    );
+    drop(file);
+}
+
+#[test]
+fn exit_codes_and_signals_pass_through() {
+    let s = sandbox!();
+    assert_eq!(run_native(s, sh("exit 3")).status, Status::Exited { code: 3 });
+    assert_eq!(
+        run_native(s, sh("kill -TERM $$")).status,
+        Status::Signaled { signal: 15 }
+    );
+}
+
+#[test]
+fn require_refuses_and_auto_falls_back_when_bwrap_is_missing() {
+    let missing = Some(std::path::PathBuf::from("/nonexistent/bwrap"));
+    let require = NativeSandbox::new(NativeConfig::new(missing.clone(), SandboxMode::Require)).unwrap();
+    let err = rt()
+        .block_on(wrun_runtime::Sandbox::run(&require, sh("echo hi")))
+        .unwrap_err();
+    assert!(err.to_string().contains("required"), "{err}");
+
+    let auto = NativeSandbox::new(NativeConfig::new(missing, SandboxMode::Auto)).unwrap();
+    let out = rt()
+        .block_on(wrun_runtime::Sandbox::run(
+            &auto,
+            sh("echo hi; env").env("GITHUB_TOKEN", "x"),
+        ))
+        .unwrap();
+    assert_eq!(exited(&out), 0);
+    assert!(out.stdout.text().starts_with("hi\n") && !out.stdout.text().contains("GITHUB_TOKEN"));
+    assert!(
+        matches!(&out.backend, Backend::Native { confinement: Confinement::Unsandboxed { reason }, .. } if reason.contains("/nonexistent/bwrap"))
+    );
+
+    let off = NativeSandbox::new(NativeConfig::new(None, SandboxMode::Off)).unwrap();
+    let out = rt()
+        .block_on(wrun_runtime::Sandbox::run(
+            &off,
+            sh("sleep 5").limits(Limits::default().with_timeout(Duration::from_millis(300))),
+        ))
+        .unwrap();
+    assert_eq!(out.status, Status::TimedOut, "limits hold unsandboxed too");
+}
+
+#[test]
+fn shellcheck_runs_on_a_fixture() {
+    let s = sandbox!();
+    let fx = Fixture::new();
+    std::fs::write(fx.worktree.join("bad.sh"), "#!/bin/sh\necho $1\n").unwrap();
+    std::fs::write(fx.worktree.join("good.sh"), "#!/bin/sh\necho \"$1\"\n").unwrap();
+    let out = run_native(
+        s,
+        Job::native("/usr/bin/shellcheck")
+            .args(["-f", "gcc", "bad.sh"])
+            .worktree(&fx.worktree, Access::ReadOnly),
+    );
+    assert_eq!(exited(&out), 1, "{}", out.stderr.text());
+    assert!(
+        out.stdout
+            .text()
+            .contains("bad.sh:2:6: note: Double quote to prevent globbing"),
+        "{}",
+        out.stdout.text()
+    );
+    let out = run_native(
+        s,
+        Job::native("/usr/bin/shellcheck")
+            .arg("good.sh")
+            .worktree(&fx.worktree, Access::ReadOnly),
+    );
+    assert_eq!(exited(&out), 0);
+}
+
+#[test]
+fn ruff_from_a_venv_runs_on_a_fixture() {
+    let s = sandbox!();
+    let venv = workspace_root().join("target/tools-venv");
+    let ruff = venv.join("bin/ruff");
+    if !ruff.exists() {
+        let reason = format!("{} is missing; run tests/setup.sh", ruff.display());
+        assert!(std::env::var_os("WRUN_REQUIRE_NATIVE").is_none(), "{reason}");
+        eprintln!("skipping: {reason}");
+        return;
+    }
+    let fx = Fixture::new();
+    let mut f = std::fs::File::create(fx.worktree.join("bad.py")).unwrap();
+    writeln!(f, "import os\n\ndef f():\n    return undefined_name\n").unwrap();
+    std::fs::write(fx.worktree.join("good.py"), "def f():\n    return 1\n").unwrap();
+    let job = |file: &str| {
+        Job::native("/opt/tools-venv/bin/ruff")
+            .args(["check", "--no-cache", "--output-format", "concise", file])
+            .worktree(&fx.worktree, Access::ReadOnly)
+            .dir(wrun_runtime::Mount::new(
+                &venv,
+                "/opt/tools-venv",
+                Access::ReadOnly,
+            ))
+    };
+    let out = run_native(s, job("bad.py"));
+    assert_eq!(exited(&out), 1, "{}", out.stderr.text());
+    let text = out.stdout.text();
+    assert!(text.contains("bad.py:1:8: F401"), "{text}");
+    assert!(text.contains("F821"), "{text}");
+    assert_eq!(exited(&run_native(s, job("good.py"))), 0);
+}

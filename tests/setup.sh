@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what wrun's test suite needs, and nothing already present:
+#   - the wasm32-wasip1 Rust target (rustup), to build the guest programs;
+#   - bubblewrap and shellcheck (apt-get), for the native sandbox and a real native tool;
+#   - libseccomp-dev and pkg-config (apt-get), to build the seccomp filter;
+#   - ruff (PyPI) in the venv target/tools-venv, the real Python linter the tests run sandboxed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rustup target add wasm32-wasip1
+
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+pkg-config --exists libseccomp 2>/dev/null || need+=(libseccomp-dev)
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+if [ ${#need[@]} -gt 0 ]; then
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq "${need[@]}"
+fi
+
+if [ ! -x target/tools-venv/bin/ruff ]; then
+    rm -rf target/tools-venv
+    if ! python3 -m venv target/tools-venv; then
+        $sudo apt-get install -y -qq python3-venv
+        python3 -m venv target/tools-venv
+    fi
+    target/tools-venv/bin/pip install -q ruff
+fi
