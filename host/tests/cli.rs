@@ -1,5 +1,5 @@
 //! The real `wrun` binary: flags, streams, exit codes.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::print_stderr)]
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -18,6 +18,7 @@ fn wrun(fx: &Fixture, args: &[&str]) -> Output {
         .env("WRUN_CANARY_TOKEN", CANARY)
         .env("WRUN_CANARY_PLAIN", CANARY)
         .env("HOME", fx.worktree.parent().unwrap())
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .output()
         .unwrap()
 }
@@ -395,4 +396,138 @@ fn the_example_helper_runs_on_a_real_tree() {
         text.contains("total              2         2          38"),
         "{text}"
     );
+}
+
+fn wrun_with_env(fx: &Fixture, env: (&str, &str), args: &[&str]) -> Output {
+    Command::new(wrun_bin())
+        .args(args)
+        .current_dir(&fx.worktree)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env(env.0, env.1)
+        .output()
+        .unwrap()
+}
+
+fn bwrap_works() -> bool {
+    if wrun_tests::native().is_some() {
+        return true;
+    }
+    eprintln!("skipping: bubblewrap cannot run here");
+    false
+}
+
+#[test]
+fn native_programs_run_sandboxed_with_exit_codes_and_signals() {
+    if !bwrap_works() {
+        return;
+    }
+    let fx = Fixture::new();
+    let out = wrun(&fx, &["run", "/bin/sh", "--", "-c", "cat README.md; exit 5"]);
+    assert_eq!(
+        (code(&out), stdout(&out).as_str()),
+        (5, "hello from the worktree\n")
+    );
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    let out = wrun(&fx, &["run", "/bin/sh", "--", "-c", "kill -TERM $$"]);
+    assert_eq!(code(&out), 128 + 15);
+    let out = wrun(
+        &fx,
+        &["run", "--cpu", "1s", "/bin/sh", "--", "-c", "while :; do :; done"],
+    );
+    assert_eq!(code(&out), 128 + 24, "{}", stderr(&out));
+    let out = wrun(
+        &fx,
+        &["run", "--timeout", "300ms", "/bin/sh", "--", "-c", "sleep 10"],
+    );
+    assert_eq!(code(&out), 124);
+    // A bare name is resolved on PATH.
+    std::fs::write(fx.worktree.join("s.sh"), "#!/bin/sh\necho $1\n").unwrap();
+    let out = wrun(&fx, &["run", "shellcheck", "--", "s.sh"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stdout(&out).contains("SC2086"));
+    let out = wrun(&fx, &["run", "--json", "/bin/true"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["backend"]["confinement"]["kind"], "bwrap");
+}
+
+#[test]
+fn sandbox_modes_from_flag_and_helper_sandbox() {
+    let fx = Fixture::new();
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--sandbox",
+            "require",
+            "--bwrap",
+            "/nonexistent/bwrap",
+            "/bin/true",
+        ],
+    );
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("install bubblewrap"), "{}", stderr(&out));
+    let out = wrun_with_env(
+        &fx,
+        ("HELPER_SANDBOX", "require"),
+        &["run", "--bwrap", "/nonexistent/bwrap", "/bin/true"],
+    );
+    assert_eq!(code(&out), 125);
+    let out = wrun_with_env(
+        &fx,
+        ("HELPER_SANDBOX", "off"),
+        &["run", "/bin/sh", "--", "-c", "exit 4"],
+    );
+    assert_eq!(code(&out), 4);
+    assert!(
+        stderr(&out).contains("ran unsandboxed: sandbox mode is off"),
+        "{}",
+        stderr(&out)
+    );
+    let out = wrun_with_env(&fx, ("HELPER_SANDBOX", "sometimes"), &["run", "/bin/true"]);
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("HELPER_SANDBOX"), "{}", stderr(&out));
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--sandbox",
+            "auto",
+            "--bwrap",
+            "/nonexistent/bwrap",
+            "/bin/sh",
+            "--",
+            "-c",
+            "exit 0",
+        ],
+    );
+    assert_eq!(code(&out), 0);
+    assert!(
+        stderr(&out).contains("warning: the helper ran unsandboxed"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn doctor_reports_the_machine() {
+    let fx = Fixture::new();
+    let out = wrun(&fx, &["doctor"]);
+    let text = stdout(&out);
+    for key in [
+        "bwrap",
+        "seccomp",
+        "pids cgroup",
+        "landlock",
+        "launch probe",
+        "verdict",
+    ] {
+        assert!(text.contains(key), "{key} missing: {text}");
+    }
+    let out = wrun(
+        &fx,
+        &["doctor", "--sandbox", "require", "--bwrap", "/nonexistent/bwrap"],
+    );
+    assert_eq!(code(&out), 125);
+    assert!(stdout(&out).contains("would be refused"));
 }

@@ -108,3 +108,14 @@ pub(crate) fn own_fd(fd: std::os::fd::RawFd) -> std::os::fd::OwnedFd {
     // (F_DUPFD_CLOEXEC), which nothing else owns.
     unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
 }
+
+/// A pidfd for `pid` (readable once the process has exited), or an error if it is already gone.
+#[cfg(target_os = "linux")]
+pub(crate) fn pidfd_open(pid: i32) -> std::io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(own_fd(fd as std::os::fd::RawFd))
+}

@@ -495,3 +495,63 @@ fn ruff_from_a_venv_runs_on_a_fixture() {
     assert!(text.contains("F821"), "{text}");
     assert_eq!(exited(&run_native(s, job("good.py"))), 0);
 }
+
+#[test]
+fn x32_and_i386_system_calls_are_refused() {
+    let s = sandbox!();
+    let fx = Fixture::new();
+    let src = fx.worktree.join("abi.c");
+    std::fs::write(
+        &src,
+        r#"#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(int argc, char **argv) {
+    long r;
+    if (strcmp(argv[1], "x32") == 0) {
+        r = syscall(0x40000000L | SYS_getpid);
+    } else {
+        __asm__ volatile ("int $0x80" : "=a"(r) : "a"(20L));  /* i386 getpid */
+    }
+    printf("returned %ld\n", r);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let built = std::process::Command::new("gcc")
+        .args(["-O0", "-o"])
+        .arg(fx.worktree.join("abi"))
+        .arg(&src)
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        assert!(
+            std::env::var_os("WRUN_REQUIRE_NATIVE").is_none(),
+            "gcc is needed to build the ABI probe"
+        );
+        eprintln!("skipping: gcc could not build the ABI probe");
+        return;
+    }
+    for abi in ["x32", "i386"] {
+        let out = run_native(
+            s,
+            Job::native("/work/abi")
+                .arg(abi)
+                .worktree(&fx.worktree, Access::ReadOnly),
+        );
+        assert_eq!(
+            out.status,
+            Status::Signaled {
+                signal: libc_sigsys()
+            },
+            "{abi}: {}",
+            out.stdout.text()
+        );
+    }
+}
+
+/// SIGSYS: what seccomp's kill-process action delivers.
+fn libc_sigsys() -> i32 {
+    31
+}

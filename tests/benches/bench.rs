@@ -50,7 +50,7 @@ fn main() {
     println!("\n## Fuel metering on a CPU-bound helper (median of 5)");
     for (label, args) in [
         ("scan 64 MiB (loop)", ["scan", "64"]),
-        ("fib 30 (calls)", ["fib", "30"]),
+        ("fib 35 (calls)", ["fib", "35"]),
     ] {
         let off = cpu_run(&rt, &module, &args, None);
         let on = cpu_run(&rt, &module, &args, Some(u64::MAX / 2));
@@ -61,6 +61,8 @@ fn main() {
             ratio(on, off)
         );
     }
+
+    native_bench::run(&rt);
 }
 
 fn micros(d: Duration) -> f64 {
@@ -175,4 +177,102 @@ fn cpu_run(rt: &tokio::runtime::Runtime, module: &WasmModule, args: &[&str], fue
         })
         .collect();
     median(times)
+}
+
+mod native_bench {
+    use std::ffi::OsString;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use wrun_runtime::{Job, NativeConfig, NativeSandbox, Sandbox, SandboxMode};
+
+    const RUNS: usize = 200;
+
+    fn per_run(mut f: impl FnMut()) -> Duration {
+        for _ in 0..20 {
+            f();
+        }
+        let mut times: Vec<Duration> = (0..RUNS)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect();
+        times.sort();
+        times[times.len() / 2]
+    }
+
+    pub(super) fn run(rt: &tokio::runtime::Runtime) {
+        println!("\n## Native: a trivial helper (/bin/true), median of {RUNS}");
+        let sandbox = NativeSandbox::new(NativeConfig::new(
+            Some("/usr/bin/bwrap".into()),
+            SandboxMode::Require,
+        ))
+        .unwrap();
+        if let Err(reason) = rt.block_on(sandbox.probe()) {
+            println!("skipped: {reason}");
+            return;
+        }
+        let job = Job::native("/bin/true");
+        let argv = sandbox.command_line(&job).unwrap();
+        // The raw run gets the same argv and the same seccomp program, on its stdin (fd 0)
+        // instead of fd 3.
+        let bpf_file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(bpf_file.path(), sandbox.seccomp_program().unwrap()).unwrap();
+        let raw_argv: Vec<OsString> = {
+            let mut v = Vec::new();
+            let mut it = argv.iter();
+            while let Some(a) = it.next() {
+                v.push(a.clone());
+                if a == "--seccomp" {
+                    it.next();
+                    v.push("0".into());
+                }
+            }
+            v
+        };
+        let exec = |program: &str, args: &[OsString]| {
+            let stdin = if program.ends_with("bwrap") {
+                Stdio::from(std::fs::File::open(bpf_file.path()).unwrap())
+            } else {
+                Stdio::null()
+            };
+            let status = Command::new(program)
+                .args(args)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .stdin(stdin)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .output()
+                .unwrap()
+                .status;
+            assert!(status.success());
+        };
+        let unsandboxed = per_run(|| exec("/bin/true", &[]));
+        let raw = per_run(|| exec("/usr/bin/bwrap", &raw_argv));
+        let wrun = per_run(|| {
+            let out = rt.block_on(sandbox.run(job.clone())).unwrap();
+            assert!(out.status.success());
+        });
+        let off = NativeSandbox::new(NativeConfig::new(None, SandboxMode::Off)).unwrap();
+        let wrun_off = per_run(|| {
+            let out = rt.block_on(off.run(job.clone())).unwrap();
+            assert!(out.status.success());
+        });
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "unsandboxed: plain exec {:.2} ms | wrun mode off (rlimits, cgroup, fd hygiene) {:.2} ms",
+            ms(unsandboxed),
+            ms(wrun_off)
+        );
+        println!(
+            "unsandboxed exec {:.2} ms | raw bwrap argv {:.2} ms | wrun {:.2} ms | wrun / raw bwrap {:.3}x",
+            ms(unsandboxed),
+            ms(raw),
+            ms(wrun),
+            wrun.as_secs_f64() / raw.as_secs_f64()
+        );
+    }
 }

@@ -8,6 +8,7 @@
 //! the run falls back to `RLIMIT_NPROC` and says so in its Outcome.
 
 use std::fs;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,7 +40,10 @@ impl Cgroup {
         self.dir.join("cgroup.procs")
     }
 
-    /// Kills every member until none is left (bounded: a fork bomb cannot outrun `pids.max`).
+    /// Kills every member and waits until none is left. Each member is killed and then waited
+    /// for through a pidfd, so the wait ends the moment the kernel has finished it (no polling
+    /// interval). Bounded: a fork bomb cannot outrun `pids.max`, and a process stuck in the
+    /// kernel is given up on after [`EXIT_WAIT_MS`] per round.
     pub(crate) fn kill_all(&self) {
         for _ in 0..100 {
             let Ok(list) = fs::read_to_string(self.procs_file()) else {
@@ -49,26 +53,48 @@ impl Cgroup {
             if pids.is_empty() {
                 return;
             }
-            for pid in pids {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+            let pidfds: Vec<_> = pids
+                .iter()
+                .filter_map(|&pid| {
+                    let pidfd = crate::sys::pidfd_open(pid).ok();
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    pidfd
+                })
+                .collect();
+            for pidfd in &pidfds {
+                let mut fds = [nix::poll::PollFd::new(
+                    pidfd.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(EXIT_WAIT_MS));
             }
-            std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
 }
 
+/// How long one round of [`Cgroup::kill_all`] waits for a killed process to finish exiting.
+const EXIT_WAIT_MS: u8 = 100;
+
 impl Drop for Cgroup {
     fn drop(&mut self) {
         self.kill_all();
-        for _ in 0..50 {
-            if fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
+        if fs::remove_dir(&self.dir).is_ok() {
+            return;
         }
+        // The kernel may still be releasing the last member: remove the empty cgroup in the
+        // background rather than making the run wait for it.
+        let dir = std::mem::take(&mut self.dir);
+        std::thread::spawn(move || {
+            for _ in 0..500 {
+                if fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        });
     }
 }
 

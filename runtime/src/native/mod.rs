@@ -128,6 +128,27 @@ impl NativeSandbox {
         &self.config
     }
 
+    /// The bwrap command line a job would run with (after `bwrap`), for `wrun explain` and
+    /// benchmarks. The environment is not part of it: bwrap inherits exactly the job's.
+    pub fn command_line(&self, job: &Job) -> Result<Vec<OsString>, Error> {
+        let Program::Native(program) = &job.program else {
+            return Err(Error::Unsupported {
+                backend: "native",
+                reason: "it is a wasm module".into(),
+            });
+        };
+        let mounts = mounts(job)?;
+        let workdir = job.worktree.as_ref().map_or("/", |w| w.guest.as_str());
+        Ok(bwrap::job_args(
+            &self.base_args,
+            job.limits.tmp_size.bytes(),
+            &mounts,
+            workdir,
+            program,
+            &job.args,
+        ))
+    }
+
     /// What this machine offers the native backend, for diagnostics (`wrun doctor`).
     pub async fn report(&self) -> Vec<(&'static str, String)> {
         let read = |p: &str| {
@@ -183,7 +204,8 @@ impl NativeSandbox {
         ]
     }
 
-    fn seccomp_program(&self) -> Result<&[u8], String> {
+    /// The seccomp program (BPF) handed to bwrap, built on first use.
+    pub fn seccomp_program(&self) -> Result<&[u8], String> {
         self.seccomp
             .get_or_init(seccomp::build)
             .as_deref()
@@ -195,11 +217,14 @@ impl NativeSandbox {
     pub async fn probe(&self) -> Result<(), String> {
         self.probe
             .get_or_init(|| async {
+                const INSTALL: &str = "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap) \
+                                       or configure its absolute path";
                 let Some(bwrap) = &self.config.bwrap else {
-                    return Err("bwrap was not found: install bubblewrap (apt-get install bubblewrap, \
-                                dnf install bubblewrap) or configure its absolute path"
-                        .to_owned());
+                    return Err(format!("bwrap was not found: {INSTALL}"));
                 };
+                if !bwrap.is_file() {
+                    return Err(format!("bwrap was not found at {}: {INSTALL}", bwrap.display()));
+                }
                 let bpf = self.seccomp_program()?;
                 let job = Job::native(PROBE_PROGRAM);
                 let args = bwrap::job_args(&self.base_args, 1 << 20, &[], "/", Path::new(PROBE_PROGRAM), &[]);
@@ -213,7 +238,7 @@ impl NativeSandbox {
                     sandboxed: true,
                 })
                 .await
-                .map_err(|e| format!("starting {}: {e}", bwrap.display()))?;
+                .map_err(|e| e.to_string())?;
                 if out.outcome.status.success() {
                     return Ok(());
                 }
@@ -251,7 +276,8 @@ impl NativeSandbox {
                     .into(),
             });
         }
-        let mounts = mounts(&job)?;
+        // Validate the directories before anything is spawned, whichever path runs.
+        mounts(&job)?;
         let guarded = env::guard(&job.env);
         let mut vars = guarded.vars.clone();
         for (name, value) in [("HOME", "/tmp"), ("TMPDIR", "/tmp"), ("PATH", DEFAULT_PATH)] {
@@ -272,15 +298,7 @@ impl NativeSandbox {
                     .as_deref()
                     .ok_or_else(|| Error::SandboxUnavailable("no bwrap".into()))?;
                 let bpf = self.seccomp_program().map_err(Error::SandboxUnavailable)?;
-                let workdir = job.worktree.as_ref().map_or("/", |w| w.guest.as_str());
-                let args = bwrap::job_args(
-                    &self.base_args,
-                    job.limits.tmp_size.bytes(),
-                    &mounts,
-                    workdir,
-                    program,
-                    &job.args,
-                );
+                let args = self.command_line(&job)?;
                 let out = spawn::run(spawn::Launch {
                     program: bwrap,
                     args: &args,
