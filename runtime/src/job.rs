@@ -271,3 +271,47 @@ impl Job {
         self
     }
 }
+
+/// The job's worktree and further directories, checked the same way for every backend: guest
+/// paths absolute without `.` or `..`, none at, inside or over another (nor over one of
+/// `reserved`, the backend's own system paths), host paths existing directories, made canonical
+/// (bwrap resolves sources from `/`).
+pub(crate) fn checked_mounts(job: &Job, reserved: &[&str]) -> Result<Vec<Mount>, crate::Error> {
+    let nested =
+        |a: &str, b: &str| a == b || b == "/" || a.starts_with(&format!("{}/", b.trim_end_matches('/')));
+    let mut out: Vec<Mount> = Vec::new();
+    for mount in job.worktree.iter().chain(&job.dirs) {
+        let bad = |reason: &str| crate::Error::Mount {
+            host: mount.host.clone(),
+            guest: mount.guest.clone(),
+            reason: reason.to_owned(),
+        };
+        let guest = mount.guest.as_str();
+        if !guest.starts_with('/') || guest.split('/').any(|c| c == ".." || c == ".") {
+            return Err(bad(
+                "the guest path must be absolute, without `.` or `..` components",
+            ));
+        }
+        if guest.trim_end_matches('/').is_empty() || reserved.iter().any(|r| nested(guest, r)) {
+            return Err(bad(
+                "the guest path would cover a system directory of the sandbox; choose another",
+            ));
+        }
+        if out
+            .iter()
+            .any(|m| nested(guest, &m.guest) || nested(&m.guest, guest))
+        {
+            return Err(bad(
+                "it would be mounted at, inside or over another directory of the job (the worktree is at /work); \
+                 choose a separate guest path",
+            ));
+        }
+        let host = match std::fs::canonicalize(&mount.host) {
+            Ok(host) if host.is_dir() => host,
+            Ok(_) => return Err(bad("not a directory")),
+            Err(e) => return Err(bad(&format!("cannot open it: {e}"))),
+        };
+        out.push(Mount::new(host, guest, mount.access));
+    }
+    Ok(out)
+}

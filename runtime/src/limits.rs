@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// A number of bytes. Parses and prints with binary units (`64KiB`, `256MiB`, `1GiB`);
 /// `KB`/`MB`/`GB` are accepted as the same binary units because that is what people mean
 /// when they type them for a cap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ByteSize(pub u64);
 
@@ -249,9 +249,9 @@ impl Limits {
         if self.fuel == Some(0) {
             return Err(LimitError::Zero { name: "fuel" });
         }
-        check_bytes("memory", self.memory, MEMORY_CEILING)?;
-        check_bytes("stdout cap", self.stdout_cap, OUTPUT_CAP_CEILING)?;
-        check_bytes("stderr cap", self.stderr_cap, OUTPUT_CAP_CEILING)?;
+        check("memory", self.memory, MEMORY_CEILING)?;
+        check("stdout cap", self.stdout_cap, OUTPUT_CAP_CEILING)?;
+        check("stderr cap", self.stderr_cap, OUTPUT_CAP_CEILING)?;
         if let Some(cpu) = self.cpu {
             if cpu < Duration::from_secs(1) {
                 return Err(LimitError::Zero {
@@ -266,30 +266,21 @@ impl Limits {
                 });
             }
         }
-        check_bytes("max file size", self.max_file_size, ByteSize::gib(64))?;
-        check_bytes("tmp size", self.tmp_size, ByteSize::gib(4))?;
-        check_count("max processes", self.max_processes, 4096)?;
-        check_count("max open files", self.max_open_files, 65536)?;
+        check("max file size", self.max_file_size, ByteSize::gib(64))?;
+        check("tmp size", self.tmp_size, ByteSize::gib(4))?;
+        check("max processes", self.max_processes, 4096)?;
+        check("max open files", self.max_open_files, 65536)?;
         Ok(())
     }
 }
 
-fn check_bytes(name: &'static str, value: ByteSize, ceiling: ByteSize) -> Result<(), LimitError> {
-    if value.0 == 0 {
-        return Err(LimitError::Zero { name });
-    }
-    if value > ceiling {
-        return Err(LimitError::AboveCeiling {
-            name,
-            value: value.to_string(),
-            ceiling: ceiling.to_string(),
-        });
-    }
-    Ok(())
-}
-
-fn check_count(name: &'static str, value: u32, ceiling: u32) -> Result<(), LimitError> {
-    if value == 0 {
+/// Zero (the type's default) is an error, and so is a value above `ceiling`.
+fn check<T: PartialOrd + Default + fmt::Display>(
+    name: &'static str,
+    value: T,
+    ceiling: T,
+) -> Result<(), LimitError> {
+    if value == T::default() {
         return Err(LimitError::Zero { name });
     }
     if value > ceiling {

@@ -355,48 +355,12 @@ impl Sandbox for NativeSandbox {
     }
 }
 
-/// The worktree and further directories, checked: guest paths absolute without `..`, distinct,
-/// not over the sandbox's own system paths; host paths existing directories.
+/// The job's directories, checked; none may cover the sandbox's own system directories.
 fn mounts(job: &Job) -> Result<Vec<Mount>, Error> {
-    const RESERVED: &[&str] = &[
-        "/", "/usr", "/etc", "/proc", "/dev", "/tmp", "/bin", "/sbin", "/lib", "/lib64",
-    ];
-    let mut out: Vec<Mount> = Vec::new();
-    for mount in job.worktree.iter().chain(&job.dirs) {
-        let bad = |reason: &str| Error::Mount {
-            host: mount.host.clone(),
-            guest: mount.guest.clone(),
-            reason: reason.to_owned(),
-        };
-        if !mount.guest.starts_with('/') || mount.guest.split('/').any(|c| c == ".." || c == ".") {
-            return Err(bad(
-                "the guest path must be absolute, without `.` or `..` components",
-            ));
-        }
-        if RESERVED.contains(&mount.guest.trim_end_matches('/'))
-            && !(mount.guest.starts_with("/usr/") || mount.guest.starts_with("/etc/"))
-        {
-            return Err(bad(
-                "the guest path would cover a system directory of the sandbox",
-            ));
-        }
-        let nested = |a: &str, b: &str| a == b || a.starts_with(&format!("{}/", b.trim_end_matches('/')));
-        if out
-            .iter()
-            .any(|m| nested(&mount.guest, &m.guest) || nested(&m.guest, &mount.guest))
-        {
-            return Err(bad(
-                "it would be mounted at, inside or over another directory of the job (the worktree is at \
-                 /work); choose a separate guest path",
-            ));
-        }
-        // bwrap resolves sources from `/`: hand it the canonical absolute path.
-        let host = match std::fs::canonicalize(&mount.host) {
-            Ok(host) if host.is_dir() => host,
-            Ok(_) => return Err(bad("not a directory")),
-            Err(e) => return Err(bad(&format!("cannot open it: {e}"))),
-        };
-        out.push(Mount::new(host, mount.guest.clone(), mount.access));
-    }
-    Ok(out)
+    crate::job::checked_mounts(
+        job,
+        &[
+            "/usr", "/etc", "/proc", "/dev", "/tmp", "/bin", "/sbin", "/lib", "/lib64",
+        ],
+    )
 }

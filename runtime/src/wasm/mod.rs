@@ -346,35 +346,13 @@ fn classify(error: &wasmtime::Error, memory_limit_hit: bool) -> Status {
     }
 }
 
-/// The worktree and further directories, checked: guest paths absolute, distinct, no `..`;
-/// host paths existing directories.
+/// The job's directories, checked, plus the worktree once more as `.`.
 fn mounts(job: &Job) -> Result<Vec<Mount>, Error> {
-    let mut out: Vec<Mount> = Vec::new();
-    for mount in job.worktree.iter().chain(&job.dirs) {
-        let bad = |reason: &str| Error::Mount {
-            host: mount.host.clone(),
-            guest: mount.guest.clone(),
-            reason: reason.to_owned(),
-        };
-        if !mount.guest.starts_with('/') || mount.guest.split('/').any(|c| c == ".." || c == ".") {
-            return Err(bad(
-                "the guest path must be absolute, without `.` or `..` components",
-            ));
-        }
-        if out.iter().any(|m| m.guest == mount.guest) {
-            return Err(bad("another directory is already mounted there"));
-        }
-        match std::fs::metadata(&mount.host) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(bad("not a directory")),
-            Err(e) => return Err(bad(&format!("cannot open it: {e}"))),
-        }
-        out.push(mount.clone());
-    }
+    let mut out = crate::job::checked_mounts(job, &[])?;
     // The worktree is also the helper's working directory: preview 1 has no working directory,
     // and wasi-libc resolves relative paths against a preopen named `.`.
-    if let Some(worktree) = &job.worktree {
-        out.push(Mount::new(worktree.host.clone(), ".", worktree.access));
+    if let Some(worktree) = out.first().filter(|_| job.worktree.is_some()).cloned() {
+        out.push(Mount::new(worktree.host, ".", worktree.access));
     }
     Ok(out)
 }
