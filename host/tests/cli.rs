@@ -446,6 +446,19 @@ fn native_programs_run_sandboxed_with_exit_codes_and_signals() {
     let out = wrun(&fx, &["run", "shellcheck", "--", "s.sh"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(stdout(&out).contains("SC2086"));
+    // wrun's own environment (it holds a canary) is invisible, even at bwrap's /proc/1/environ.
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "/bin/sh",
+            "--",
+            "-c",
+            "cat /proc/1/environ; env; ps -ef 2>/dev/null",
+        ],
+    );
+    assert_eq!(code(&out), 0);
+    assert!(!stdout(&out).contains(CANARY), "{}", stdout(&out));
     let out = wrun(&fx, &["run", "--json", "/bin/true"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["backend"]["confinement"]["kind"], "bwrap");

@@ -114,6 +114,13 @@ pub(crate) fn job_args(
                     ]);
                 }
             }
+            if let Some(rel) = gitdir_inside(&mount.host) {
+                a.extend([
+                    "--ro-bind".into(),
+                    mount.host.join(&rel).into_os_string(),
+                    format!("{}/{}", mount.guest, rel.display()).into(),
+                ]);
+            }
         }
     }
     a.extend(["--chdir".into(), workdir.into()]);
@@ -122,6 +129,23 @@ pub(crate) fn job_args(
     a.push(program.as_os_str().to_owned());
     a.extend(args.iter().map(OsString::from));
     a
+}
+
+/// Where a `.git` file (`gitdir: PATH`, as linked worktrees and submodules have) points, when
+/// that is a real directory inside the worktree: it must be read-only too. A gitdir outside the
+/// worktree is not bound at all, so it needs nothing.
+fn gitdir_inside(worktree: &Path) -> Option<std::path::PathBuf> {
+    let dot_git = worktree.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+    if !meta.is_file() || meta.len() > 4096 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+    let resolved = std::fs::canonicalize(worktree.join(target)).ok()?;
+    let root = std::fs::canonicalize(worktree).ok()?;
+    let rel = resolved.strip_prefix(&root).ok()?.to_owned();
+    (!rel.as_os_str().is_empty() && resolved.is_dir()).then_some(rel)
 }
 
 /// Why user namespaces may be unavailable, read from the kernel's knobs: the usual reasons
@@ -173,6 +197,21 @@ mod tests {
         assert!(joined.contains("/.git /work/.git"), "{joined}");
         assert!(joined.contains("/.ai /work/.ai"), "{joined}");
         assert!(joined.ends_with("--seccomp 3 -- /usr/bin/true x"), "{joined}");
+    }
+
+    #[test]
+    fn a_gitdir_file_pointing_inside_the_worktree_is_protected_too() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(tmp.path().join("meta/gitdir/hooks")).expect("mkdir");
+        std::fs::write(tmp.path().join(".git"), "gitdir: meta/gitdir\n").expect("write");
+        let mounts = [Mount::new(tmp.path(), "/work", Access::ReadWrite)];
+        let args = job_args(&[], 1024, &mounts, "/work", Path::new("/usr/bin/true"), &[]);
+        let joined = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(joined.contains("/meta/gitdir /work/meta/gitdir"), "{joined}");
     }
 
     #[test]
