@@ -24,8 +24,8 @@ pub(crate) fn deserialize_module(engine: &Engine, compiled: &[u8]) -> wasmtime::
 pub(crate) struct ChildSetup {
     /// `(resource, soft, hard)`.
     pub(crate) rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
-    /// An open `cgroup.procs` of the run's cgroup.
-    pub(crate) cgroup_procs: Option<std::os::fd::RawFd>,
+    /// Open `cgroup.procs` files of the run's cgroups.
+    pub(crate) cgroup_procs: Vec<std::os::fd::RawFd>,
     /// The seccomp program, to be moved to fd 3.
     pub(crate) seccomp: Option<std::os::fd::RawFd>,
 }
@@ -44,9 +44,9 @@ impl ChildSetup {
     }
 
     fn apply(&self) -> std::io::Result<()> {
-        if let Some(fd) = self.cgroup_procs {
-            let mut buf = [0u8; 20];
-            let digits = format_pid(std::process::id(), &mut buf);
+        let mut buf = [0u8; 20];
+        let digits = format_pid(std::process::id(), &mut buf);
+        for &fd in &self.cgroup_procs {
             // SAFETY: `fd` is an open descriptor owned by the parent for the duration of the
             // spawn; `digits` is a valid buffer of its length.
             let n = unsafe { libc::write(fd, digits.as_ptr().cast(), digits.len()) };

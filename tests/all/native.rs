@@ -555,3 +555,15 @@ int main(int argc, char **argv) {
 fn libc_sigsys() -> i32 {
     31
 }
+
+#[test]
+fn memory_in_tmpfs_counts_and_an_oom_kill_is_told() {
+    let s = sandbox!();
+    // RLIMIT_AS does not see tmpfs pages; the run's memory cgroup does.
+    let mut limits = Limits::default().with_memory(ByteSize::mib(64));
+    limits.tmp_size = ByteSize::mib(512);
+    let out = run_native(s, sh("head -c 300M /dev/zero > /tmp/fill").limits(limits));
+    assert_eq!(out.status, Status::OutOfMemory, "{}", out.stderr.text());
+    let peak = out.usage.peak_memory.expect("the memory cgroup reports a peak");
+    assert!(peak <= ByteSize::mib(64), "{peak}");
+}

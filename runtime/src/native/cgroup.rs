@@ -6,6 +6,10 @@
 //! and wrun's own cgroup is writable (a delegated subtree, as systemd gives a service with
 //! `Delegate=yes`); else cgroup v1's pids hierarchy at `/sys/fs/cgroup/pids`. Without either,
 //! the run falls back to `RLIMIT_NPROC` and says so in its Outcome.
+//!
+//! Where the memory controller is available too (v1 `memory`, or `memory.max` in the same v2
+//! subtree), the run also gets a memory cgroup limited to the job's memory limit: an
+//! out-of-memory kill is then told apart from other deaths, and the peak is measured.
 
 use std::fs;
 use std::os::fd::AsFd;
@@ -17,22 +21,92 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 #[derive(Debug)]
 pub(crate) struct Cgroup {
     dir: PathBuf,
+    memory: Option<MemoryCgroup>,
+}
+
+#[derive(Debug)]
+struct MemoryCgroup {
+    dir: PathBuf,
+    v2: bool,
 }
 
 impl Cgroup {
-    /// Creates a fresh cgroup with `pids.max = max_pids`, or `None` where that is not possible.
-    pub(crate) fn create(max_pids: u32) -> Option<Self> {
-        let parent = parent_dir()?;
+    /// Creates a fresh cgroup with `pids.max = max_pids` (and a memory limit where the memory
+    /// controller is available), or `None` where no pids cgroup is possible.
+    pub(crate) fn create(max_pids: u32, memory_limit: u64) -> Option<Self> {
+        let (parent, v2) = parent_dir()?;
         let name = format!(
             "wrun-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let dir = parent.join(name);
+        let dir = parent.join(&name);
         fs::create_dir(&dir).ok()?;
-        let cgroup = Self { dir };
+        let mut cgroup = Self { dir, memory: None };
         fs::write(cgroup.dir.join("pids.max"), max_pids.to_string()).ok()?;
+        cgroup.memory = if v2 {
+            fs::write(cgroup.dir.join("memory.max"), memory_limit.to_string())
+                .ok()
+                .map(|()| MemoryCgroup {
+                    dir: cgroup.dir.clone(),
+                    v2: true,
+                })
+        } else {
+            v1_dir("memory").and_then(|parent| {
+                let dir = parent.join(&name);
+                fs::create_dir(&dir).ok()?;
+                let memory = MemoryCgroup { dir, v2: false };
+                // Swap would let the helper exceed the limit: cap memory+swap too where the
+                // kernel accounts it.
+                fs::write(memory.dir.join("memory.limit_in_bytes"), memory_limit.to_string()).ok()?;
+                let _ = fs::write(
+                    memory.dir.join("memory.memsw.limit_in_bytes"),
+                    memory_limit.to_string(),
+                );
+                Some(memory)
+            })
+        };
         Some(cgroup)
+    }
+
+    /// The `cgroup.procs` files a process writes its pid to in order to join (pids, and memory
+    /// when it is a separate v1 hierarchy).
+    pub(crate) fn procs_files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.procs_file()];
+        if let Some(memory) = self.memory.as_ref().filter(|m| !m.v2) {
+            files.push(memory.dir.join("cgroup.procs"));
+        }
+        files
+    }
+
+    /// Whether the kernel killed a member for exceeding the memory limit.
+    pub(crate) fn oom_killed(&self) -> bool {
+        let Some(memory) = &self.memory else { return false };
+        let file = if memory.v2 {
+            "memory.events"
+        } else {
+            "memory.oom_control"
+        };
+        fs::read_to_string(memory.dir.join(file)).is_ok_and(|text| {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("oom_kill "))
+                .any(|n| n.trim().parse::<u64>().is_ok_and(|n| n > 0))
+        })
+    }
+
+    /// Peak memory of the run, where the kernel reports it.
+    pub(crate) fn peak_memory(&self) -> Option<u64> {
+        let memory = self.memory.as_ref()?;
+        let file = if memory.v2 {
+            "memory.peak"
+        } else {
+            "memory.max_usage_in_bytes"
+        };
+        fs::read_to_string(memory.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// The file a process writes its pid to in order to join.
@@ -81,15 +155,20 @@ const EXIT_WAIT_MS: u8 = 100;
 impl Drop for Cgroup {
     fn drop(&mut self) {
         self.kill_all();
-        if fs::remove_dir(&self.dir).is_ok() {
+        let mut dirs = vec![std::mem::take(&mut self.dir)];
+        if let Some(memory) = self.memory.take().filter(|m| !m.v2) {
+            dirs.push(memory.dir);
+        }
+        dirs.retain(|dir| fs::remove_dir(dir).is_err());
+        if dirs.is_empty() {
             return;
         }
-        // The kernel may still be releasing the last member: remove the empty cgroup in the
+        // The kernel may still be releasing the last member: remove the empty cgroups in the
         // background rather than making the run wait for it.
-        let dir = std::mem::take(&mut self.dir);
         std::thread::spawn(move || {
             for _ in 0..500 {
-                if fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                dirs.retain(|dir| fs::remove_dir(dir).is_err() && dir.exists());
+                if dirs.is_empty() {
                     return;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
@@ -100,26 +179,45 @@ impl Drop for Cgroup {
 
 /// Which cgroup hierarchy a run would use for its pids limit, if any.
 pub(crate) fn describe() -> Option<String> {
-    parent_dir().map(|d| d.display().to_string())
+    parent_dir().map(|(d, v2)| {
+        let memory = if v2 || v1_dir("memory").is_some() {
+            ", memory controller too"
+        } else {
+            ""
+        };
+        format!(
+            "{} (cgroup {}{memory})",
+            d.display(),
+            if v2 { "v2" } else { "v1" }
+        )
+    })
 }
 
-/// The directory under which this process may create a pids cgroup.
-fn parent_dir() -> Option<PathBuf> {
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+/// The directory under which this process may create a pids cgroup, and whether it is v2.
+fn parent_dir() -> Option<(PathBuf, bool)> {
     let v2_root = Path::new("/sys/fs/cgroup");
     if fs::read_to_string(v2_root.join("cgroup.controllers"))
         .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
     {
+        let own = fs::read_to_string("/proc/self/cgroup").ok()?;
         let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
         let dir = v2_root.join(path.trim_start_matches('/'));
-        return writable(&dir).then_some(dir);
+        return writable(&dir).then_some((dir, true));
     }
+    v1_dir("pids").map(|d| (d, false))
+}
+
+/// This process's cgroup in the v1 hierarchy of `controller`, if it is writable.
+fn v1_dir(controller: &str) -> Option<PathBuf> {
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
     let path = own.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers.split(',').any(|c| c == "pids").then_some(path)
+        controllers.split(',').any(|c| c == controller).then_some(path)
     })?;
-    let dir = Path::new("/sys/fs/cgroup/pids").join(path.trim_start_matches('/'));
+    let dir = Path::new("/sys/fs/cgroup")
+        .join(controller)
+        .join(path.trim_start_matches('/'));
     writable(&dir.join("cgroup.procs")).then_some(dir)
 }
 

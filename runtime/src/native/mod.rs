@@ -11,7 +11,8 @@
 //!
 //! # What it cannot exceed
 //! Wall time (the whole process tree is killed at the deadline); CPU seconds (`RLIMIT_CPU`,
-//! `SIGXCPU` then `SIGKILL` a second later); address space (`RLIMIT_AS` = the memory limit); file
+//! `SIGXCPU` then `SIGKILL` a second later); address space (`RLIMIT_AS` = the memory limit) and,
+//! where the memory controller is available, a memory cgroup with the same limit; file
 //! size (`RLIMIT_FSIZE`, `SIGXFSZ`); open files; processes (a pids cgroup when wrun can create
 //! one, else `RLIMIT_NPROC`); no core dumps; `/tmp` size; output through the shared capture.
 //!

@@ -51,15 +51,15 @@ fn spawn_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     let limits = &launch.job.limits;
-    let cgroup = Cgroup::create(limits.max_processes);
+    let cgroup = Cgroup::create(limits.max_processes, limits.memory.bytes());
     let procs = match &cgroup {
-        Some(cg) => Some(
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(cg.procs_file())
-                .map_err(spawn_err("opening the run's cgroup"))?,
-        ),
-        None => None,
+        Some(cg) => cg
+            .procs_files()
+            .iter()
+            .map(|f| std::fs::OpenOptions::new().write(true).open(f))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(spawn_err("opening the run's cgroup"))?,
+        None => Vec::new(),
     };
     let seccomp_fd = match launch.seccomp {
         Some(bpf) => Some(seccomp_fd(bpf).map_err(spawn_err("passing the seccomp program"))?),
@@ -108,7 +108,7 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     };
     ChildSetup {
         rlimits,
-        cgroup_procs: procs.as_ref().map(|f| f.as_raw_fd()),
+        cgroup_procs: procs.iter().map(|f| f.as_raw_fd()).collect(),
         seccomp: seccomp_fd.as_ref().map(|f| f.as_raw_fd()),
     }
     .install(&mut cmd);
@@ -151,6 +151,7 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
         cg.kill_all();
     }
     let status = match waited {
+        Ok(Ok(_)) if cgroup.as_ref().is_some_and(Cgroup::oom_killed) => Status::OutOfMemory,
         Ok(Ok(exit)) => map_exit(exit, launch.sandboxed),
         Ok(Err(e)) => return Err(spawn_err("waiting for the helper")(e)),
         Err(_elapsed) => {
@@ -169,7 +170,10 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
             status,
             stdout: stdout.finish(),
             stderr: stderr.finish(),
-            usage: Usage::default(),
+            usage: Usage {
+                peak_memory: cgroup.as_ref().and_then(Cgroup::peak_memory).map(crate::ByteSize),
+                ..Usage::default()
+            },
             backend: Backend::Wasm, // replaced by the caller
             env_dropped: Vec::new(),
         },
