@@ -7,7 +7,14 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const GUESTS: &[&str] = &["wrun-test-guest", "tree-stats"];
+const GUESTS: &[&str] = &[
+    "wrun-test-guest",
+    "tree-stats",
+    "secret-scan",
+    "line-hygiene",
+    "large-files",
+    "config-syntax",
+];
 
 fn main() {
     let manifest_dir =

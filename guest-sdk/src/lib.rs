@@ -1,83 +1,64 @@
 //! Write wrun helpers in Rust for wasm32-wasip1.
 //!
-//! A helper is a WASI preview 1 command. wrun starts it with the pull-request worktree as its
-//! working directory (also preopened at `/work`), read-only unless the helper definition asks
-//! for write access; its arguments; an explicit, scrubbed environment; and stdin closed unless
-//! the host passes input. See this crate's README for the whole contract.
+//! A helper is a WASI preview 1 command. The whole contract is in this crate's README; in short:
+//! the worktree is the working directory (also at `/work`), read-only unless the definition
+//! asks for write access; the pull request's changed files arrive on stdin as JSON
+//! ([`Changes`]); findings go to stdout as JSON Lines ([`Finding`], [`emit`]); the exit code
+//! says 0 "ran, found nothing", 1 "ran, found something", 2 "could not do its job"
+//! ([`Exit`]).
+//!
+//! ```no_run
+//! use wrun_guest::{Changes, Finding, Severity, emit};
+//! let changes = Changes::from_stdin().expect("changed-file list");
+//! let mut found = 0;
+//! for file in changes.files_or_walk(wrun_guest::worktree()) {
+//!     if file.path.ends_with(".orig") {
+//!         emit(&Finding::new(&file.path, "no-backup-files", Severity::Warning, "backup file added"));
+//!         found += 1;
+//!     }
+//! }
+//! std::process::exit(wrun_guest::Exit::from_count(found).code());
+//! ```
 #![forbid(unsafe_code)]
 
-use std::io;
-use std::path::{Path, PathBuf};
+mod changes;
+mod findings;
+mod walk;
+
+pub use changes::{ChangedFile, Changes, ChangesError, MAX_CHANGES_BYTES};
+pub use findings::{Finding, Fix, SCHEMA_VERSION, Severity, emit, to_line};
+pub use walk::{display_path, walk_files};
+
+use std::path::Path;
 
 /// Where the worktree is, as seen by the helper: its working directory.
 pub fn worktree() -> &'static Path {
     Path::new(".")
 }
 
-/// Every regular file under `root`, sorted, skipping `.git` directories. Symlinks are not
-/// followed (and wrun would not let them lead out of the worktree anyway). Directories that
-/// cannot be read are reported through `on_error` and skipped.
-pub fn walk_files(root: &Path, mut on_error: impl FnMut(&Path, io::Error)) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) => {
-                on_error(&dir, e);
-                continue;
-            }
-        };
-        for entry in entries {
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(e) => {
-                    on_error(&dir, e);
-                    continue;
-                }
-            };
-            let path = entry.path();
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => {
-                    if entry.file_name() != ".git" {
-                        stack.push(path);
-                    }
-                }
-                Ok(t) if t.is_file() => files.push(path),
-                Ok(_) => {}
-                Err(e) => on_error(&path, e),
-            }
-        }
+/// The exit codes of the helper contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Ran and found nothing.
+    Clean,
+    /// Ran and found something (findings are on stdout).
+    Found,
+    /// Could not do its job (the reason is on stderr).
+    Failed,
+}
+
+impl Exit {
+    /// `Found` if `count > 0`, else `Clean`.
+    pub fn from_count(count: usize) -> Self {
+        if count > 0 { Exit::Found } else { Exit::Clean }
     }
-    files.sort();
-    files
-}
 
-/// `path` relative to `root`, with `/` separators, for reports.
-pub fn display_path(root: &Path, path: &Path) -> String {
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    rel.components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn walk_skips_git_and_sorts() {
-        let tmp = std::env::temp_dir().join(format!("wrun-guest-walk-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(tmp.join(".git/objects")).expect("mkdir");
-        std::fs::create_dir_all(tmp.join("src")).expect("mkdir");
-        std::fs::write(tmp.join(".git/HEAD"), "ref").expect("write");
-        std::fs::write(tmp.join("src/b.rs"), "b").expect("write");
-        std::fs::write(tmp.join("a.txt"), "a").expect("write");
-        let files = walk_files(&tmp, |p, e| panic!("{}: {e}", p.display()));
-        let names: Vec<String> = files.iter().map(|f| display_path(&tmp, f)).collect();
-        assert_eq!(names, ["a.txt", "src/b.rs"]);
-        std::fs::remove_dir_all(&tmp).expect("cleanup");
+    /// The process exit code.
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Clean => 0,
+            Exit::Found => 1,
+            Exit::Failed => 2,
+        }
     }
 }

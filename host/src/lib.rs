@@ -5,5 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ambient;
+pub mod check;
 pub mod exit;
+pub mod findings;
 pub mod parse;

@@ -11,6 +11,14 @@ use wrun_runtime::{Job, Outcome, Sandbox, WasmConfig, WasmModule, WasmSandbox};
 pub const GUEST_WASM: &str = env!("WRUN_WASM_WRUN_TEST_GUEST");
 /// The `tree-stats` example helper, built for wasm32-wasip1.
 pub const TREE_STATS_WASM: &str = env!("WRUN_WASM_TREE_STATS");
+/// The `secret-scan` helper, built for wasm32-wasip1.
+pub const SECRET_SCAN_WASM: &str = env!("WRUN_WASM_SECRET_SCAN");
+/// The `line-hygiene` helper, built for wasm32-wasip1.
+pub const LINE_HYGIENE_WASM: &str = env!("WRUN_WASM_LINE_HYGIENE");
+/// The `large-files` helper, built for wasm32-wasip1.
+pub const LARGE_FILES_WASM: &str = env!("WRUN_WASM_LARGE_FILES");
+/// The `config-syntax` helper, built for wasm32-wasip1.
+pub const CONFIG_SYNTAX_WASM: &str = env!("WRUN_WASM_CONFIG_SYNTAX");
 
 /// The guest program as a module (read and hashed once).
 pub fn guest() -> WasmModule {

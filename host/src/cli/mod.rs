@@ -1,6 +1,7 @@
 //! Command-line interface: one struct per subcommand, each with an `execute`.
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
+mod check;
 mod doctor;
 mod run;
 
@@ -21,6 +22,8 @@ pub(crate) struct Cli {
 enum Command {
     /// Run a helper (a WASI preview 1 `.wasm` module or a native program) against a worktree.
     Run(Box<run::RunCmd>),
+    /// Read a `.wasm` module without running it: what it imports, exports and declares.
+    Check(check::CheckCmd),
     /// Print what this machine supports for native helpers and which sandbox mode would be used.
     Doctor(doctor::DoctorCmd),
 }
@@ -51,6 +54,7 @@ impl Cli {
             match self.command {
                 Command::Run(cmd) => cmd.execute().await,
                 Command::Doctor(cmd) => cmd.execute().await,
+                Command::Check(cmd) => cmd.execute(),
             }
         });
         match result {

@@ -12,6 +12,14 @@ use wrun_runtime::{
     Status, WasmConfig, WasmModule, WasmSandbox,
 };
 
+/// Output formats of `wrun run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Raw,
+    Text,
+    Sarif,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct RunCmd {
     /// The helper: a WASI preview 1 command module (`.wasm`), or a native program (a path, or
@@ -88,6 +96,17 @@ pub(crate) struct RunCmd {
     /// Native helpers: absolute path of bwrap. Default: found on PATH.
     #[arg(long, value_name = "PATH")]
     bwrap: Option<PathBuf>,
+
+    /// How to print the helper's stdout: `raw` as written; `text` or `sarif` (SARIF 2.1.0) to read
+    /// it as findings (JSON Lines of the wrun-guest protocol).
+    #[arg(long, value_enum, default_value = "raw")]
+    format: Format,
+
+    /// The pull request's changed files, handed to the helper on stdin as the wrun-guest
+    /// changed-file list: a file with one path per line (`git diff --name-only`), or already in
+    /// the JSON form.
+    #[arg(long, value_name = "FILE", conflicts_with = "stdin")]
+    changed_files: Option<PathBuf>,
 
     /// Print the whole Outcome as JSON on stdout instead of the helper's streams.
     #[arg(long)]
@@ -177,8 +196,34 @@ impl RunCmd {
             job = job.stdin(bytes);
         }
 
+        if let Some(path) = &self.changed_files {
+            job = job.stdin(changed_files(path)?);
+        }
+        let tool = self
+            .program
+            .file_stem()
+            .map_or_else(|| "helper".to_owned(), |s| s.to_string_lossy().into_owned());
         let outcome = runner.run(job).await?;
-        report(&outcome, self.json, self.timeout)?;
+        match self.format {
+            Format::Raw => report(&outcome, self.json, self.timeout)?,
+            Format::Text | Format::Sarif => {
+                let parsed = wrun_host::findings::parse(&outcome.stdout);
+                let rendered = if self.format == Format::Text {
+                    wrun_host::findings::to_text(&parsed)
+                } else {
+                    let success = matches!(outcome.status, Status::Exited { code: 0 | 1 });
+                    let mut s = serde_json::to_string_pretty(&wrun_host::findings::to_sarif(
+                        &tool, &parsed, success,
+                    ))?;
+                    s.push('\n');
+                    s
+                };
+                let mut quiet = outcome.clone();
+                quiet.stdout = wrun_runtime::Captured::empty();
+                report(&quiet, false, self.timeout)?;
+                std::io::stdout().write_all(rendered.as_bytes())?;
+            }
+        }
         Ok(exit::for_status(&outcome.status))
     }
 }
@@ -232,6 +277,28 @@ fn native_program(program: &std::path::Path, worktree: &std::path::Path) -> anyh
         Ok(rel) => std::path::Path::new(wrun_runtime::job::DEFAULT_WORKTREE_GUEST).join(rel),
         Err(_) => absolute,
     })
+}
+
+/// The changed-file list for the helper's stdin: JSON as given, or one path per line converted.
+fn changed_files(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --changed-files {}", path.display()))?;
+    if text.trim_start().starts_with('{') {
+        wrun_guest::Changes::parse(text.as_bytes())
+            .map_err(|e| anyhow::anyhow!("--changed-files {}: {e}", path.display()))?;
+        return Ok(text.into_bytes());
+    }
+    let files: Vec<serde_json::Value> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|p| serde_json::json!({"path": p}))
+        .collect();
+    let list = serde_json::json!({"wrun_changes": 1, "files": files});
+    let bytes = serde_json::to_vec(&list)?;
+    wrun_guest::Changes::parse(&bytes)
+        .map_err(|e| anyhow::anyhow!("--changed-files {}: {e}", path.display()))?;
+    Ok(bytes)
 }
 
 /// Writes the outcome: as JSON, or as the helper's own streams plus a diagnostic line on

@@ -192,6 +192,13 @@ impl WasmSandbox {
         .map_err(Error::Engine)
     }
 
+    /// Whether wrun provides the import `module::name` to helpers (the WASI preview 1 functions
+    /// of wasmtime-wasi's linker).
+    pub fn provides(&self, module: &str, name: &str) -> Result<bool, Error> {
+        let set = self.engine_set(false)?;
+        Ok(set.provided.contains(&(module.to_owned(), name.to_owned())))
+    }
+
     /// Compiles (or loads from cache) `module` for the engine its limits need, without running
     /// it. Returns the refusal reason if the module may not run.
     pub async fn precompile(&self, module: &WasmModule, fuel: bool) -> Result<Result<(), String>, Error> {
