@@ -3,7 +3,9 @@
 #   - the wasm32-wasip1 Rust target (rustup), to build the guest programs;
 #   - bubblewrap and shellcheck (apt-get), for the native sandbox and a real native tool;
 #   - libseccomp-dev and pkg-config (apt-get), to build the seccomp filter;
-#   - ruff (PyPI) in the venv target/tools-venv, the real Python linter the tests run sandboxed.
+#   - ruff (PyPI) in the venv target/tools-venv, the real Python linter the tests run sandboxed;
+#   - ripgrep (crates.io) built for wasm32-wasip1 into target/wasm-tools, a real third-party
+#     helper the tests run through wrun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,4 +30,8 @@ if [ ! -x target/tools-venv/bin/ruff ]; then
         python3 -m venv target/tools-venv
     fi
     target/tools-venv/bin/pip install -q ruff
+fi
+
+if [ ! -f target/wasm-tools/bin/rg.wasm ]; then
+    cargo install ripgrep --locked --target wasm32-wasip1 --root target/wasm-tools
 fi

@@ -317,3 +317,108 @@ fn check_describes_a_helper_and_refuses_foreign_imports() {
     assert_eq!(v["runnable"], false);
     assert_eq!(v["imports"][0]["capability"], "filesystem");
 }
+
+#[test]
+fn ripgrep_built_for_wasi_runs_as_a_helper() {
+    let rg = wrun_tests::workspace_root().join("target/wasm-tools/bin/rg.wasm");
+    if !rg.exists() {
+        let reason = format!("{} is missing; tests/setup.sh builds it", rg.display());
+        assert!(std::env::var_os("WRUN_REQUIRE_NATIVE").is_none(), "{reason}");
+        eprintln!("skipping: {reason}");
+        return;
+    }
+    let rg = rg.to_string_lossy().into_owned();
+    // One compile of ripgrep for the whole test, not one per run.
+    let cache = tempfile::tempdir().unwrap();
+    let cache_dir = cache.path().join("c").to_string_lossy().into_owned();
+    let wt = worktree(&[
+        (
+            "src/main.rs",
+            b"fn main() {\n    // TODO: handle errors\n    run();\n}\n",
+        ),
+        ("docs/notes.md", b"nothing to do\nTODO: write docs\n"),
+        ("target/gen.rs", b"// TODO generated\n"),
+        (".gitignore", b"target/\n"),
+    ]);
+    // A real repository: ripgrep honours .gitignore inside one.
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(wt.path())
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let out = wrun(
+        wt.path(),
+        &[
+            "run",
+            "--cache-dir",
+            &cache_dir,
+            &rg,
+            "--",
+            "-n",
+            "-j1",
+            "--sort",
+            "path",
+            "TODO",
+            ".",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "./docs/notes.md:2:TODO: write docs\n./src/main.rs:2:    // TODO: handle errors\n"
+    );
+    let out = wrun(
+        wt.path(),
+        &[
+            "run",
+            "--cache-dir",
+            &cache_dir,
+            &rg,
+            "--",
+            "-j1",
+            "NOT-THERE",
+            ".",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "no match is exit 1");
+    // It cannot search outside the worktree, however it is asked.
+    let out = wrun(
+        wt.path(),
+        &[
+            "run",
+            "--cache-dir",
+            &cache_dir,
+            &rg,
+            "--",
+            "-j1",
+            "root",
+            "/etc/passwd",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    // stdin needs an explicit `-`.
+    let input = wt.path().join("in.txt");
+    std::fs::write(&input, "alpha\nbeta\n").unwrap();
+    let out = wrun(
+        wt.path(),
+        &[
+            "run",
+            "--cache-dir",
+            &cache_dir,
+            "--stdin",
+            "in.txt",
+            &rg,
+            "--",
+            "-j1",
+            "beta",
+            "-",
+        ],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "beta\n");
+}
