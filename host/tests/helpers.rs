@@ -1,6 +1,6 @@
 //! The first-party helpers, run through the real `wrun` binary on fixture worktrees, with
 //! findings rendered as text and as SARIF validated against the SARIF 2.1.0 schema.
-#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+#![allow(clippy::unwrap_used, clippy::disallowed_methods, clippy::print_stderr)]
 
 use std::path::Path;
 use std::process::{Command, Output};
