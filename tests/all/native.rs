@@ -567,3 +567,26 @@ fn memory_in_tmpfs_counts_and_an_oom_kill_is_told() {
     let peak = out.usage.peak_memory.expect("the memory cgroup reports a peak");
     assert!(peak <= ByteSize::mib(64), "{peak}");
 }
+
+#[test]
+fn a_script_in_the_worktree_runs_by_its_guest_path_sandboxed_or_not() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let script = fx.worktree.join(".ai/lint.sh");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, "#!/bin/sh\necho \"linted $(cat README.md)\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let job = || Job::native("/work/.ai/lint.sh").worktree(&fx.worktree, Access::ReadOnly);
+    let auto = NativeSandbox::new(NativeConfig::new(None, SandboxMode::Auto)).unwrap();
+    let out = rt().block_on(wrun_runtime::Sandbox::run(&auto, job())).unwrap();
+    assert_eq!(
+        out.stdout.text(),
+        "linted hello from the worktree\n",
+        "{}",
+        out.stderr.text()
+    );
+    if let Some(s) = native() {
+        let out = run_native(s, job());
+        assert_eq!(out.stdout.text(), "linted hello from the worktree\n");
+    }
+}

@@ -212,3 +212,21 @@ fn many_helpers_run_at_once_with_the_pooling_allocator() {
         }
     }
 }
+
+#[test]
+fn precompiling_makes_the_first_run_warm() {
+    let sandbox = WasmSandbox::new(WasmConfig::default()).unwrap();
+    let module = wat_module(
+        "pre.wasm",
+        r#"(module (memory (export "memory") 1) (func (export "_start")))"#,
+    );
+    assert_eq!(rt().block_on(sandbox.precompile(&module, false)).unwrap(), Ok(()));
+    let out = rt().block_on(sandbox.run(Job::wasm(module))).unwrap();
+    assert_eq!(out.usage.cache, CacheUse::Memory);
+    let refused = wat_module("lib.wasm", r#"(module (func (export "f")))"#);
+    assert!(
+        rt().block_on(sandbox.precompile(&refused, false))
+            .unwrap()
+            .is_err()
+    );
+}

@@ -42,7 +42,7 @@ use std::time::Instant;
 use crate::Error;
 use crate::env;
 use crate::job::{Job, Mount, Program};
-use crate::outcome::{Backend, Confinement, Outcome, ProcessLimit};
+use crate::outcome::{Backend, Confinement, Outcome, ProcessLimit, Usage};
 use crate::sandbox::{BoxFuture, Sandbox};
 
 /// Whether native helpers must, may or must not run in bubblewrap.
@@ -240,14 +240,14 @@ impl NativeSandbox {
                 })
                 .await
                 .map_err(|e| e.to_string())?;
-                if out.outcome.status.success() {
+                if out.status.success() {
                     return Ok(());
                 }
                 let mut reason = format!(
                     "{} failed its launch probe ({:?}): {}",
                     bwrap.display(),
-                    out.outcome.status,
-                    out.outcome.stderr.text().trim()
+                    out.status,
+                    out.stderr.text().trim()
                 );
                 match bwrap::userns_diagnosis() {
                     Some(why) => reason.push_str(&format!("; {why}")),
@@ -317,9 +317,12 @@ impl NativeSandbox {
                 )));
             }
             Err(reason) => {
+                // Without the sandbox there are no binds: a program named by its place in the
+                // worktree (`/work/.ai/lint.sh`) runs from the worktree's host directory.
+                let host_program = host_path(&mounts(&job)?, program);
                 let args: Vec<OsString> = job.args.iter().map(OsString::from).collect();
                 let out = spawn::run(spawn::Launch {
-                    program,
+                    program: &host_program,
                     args: &args,
                     env: &vars,
                     job: &job,
@@ -331,18 +334,25 @@ impl NativeSandbox {
             }
         };
         let (out, confinement) = launched;
-        let mut outcome = out.outcome;
-        outcome.usage.wall_time = started.elapsed();
-        outcome.env_dropped = guarded.dropped;
-        outcome.backend = Backend::Native {
-            confinement,
-            process_limit: if out.cgroup {
-                ProcessLimit::Cgroup
-            } else {
-                ProcessLimit::Rlimit
+        Ok(Outcome {
+            status: out.status,
+            stdout: out.stdout,
+            stderr: out.stderr,
+            usage: Usage {
+                wall_time: started.elapsed(),
+                peak_memory: out.peak_memory.map(crate::ByteSize),
+                ..Usage::default()
             },
-        };
-        Ok(outcome)
+            backend: Backend::Native {
+                confinement,
+                process_limit: if out.cgroup {
+                    ProcessLimit::Cgroup
+                } else {
+                    ProcessLimit::Rlimit
+                },
+            },
+            env_dropped: guarded.dropped,
+        })
     }
 }
 
@@ -354,6 +364,15 @@ impl Sandbox for NativeSandbox {
     fn run<'a>(&'a self, job: Job) -> BoxFuture<'a, Result<Outcome, Error>> {
         Box::pin(self.run_native(job))
     }
+}
+
+/// Where a path of the sandbox's view lies on the host: under a mount's guest path, the same
+/// place under its host directory; anything else is the same path.
+fn host_path(mounts: &[Mount], program: &Path) -> PathBuf {
+    mounts
+        .iter()
+        .find_map(|m| program.strip_prefix(&m.guest).ok().map(|rel| m.host.join(rel)))
+        .unwrap_or_else(|| program.to_owned())
 }
 
 /// The job's directories, checked; none may cover the sandbox's own system directories.

@@ -16,8 +16,9 @@ use tokio::process::Command;
 use super::cgroup::Cgroup;
 use crate::Error;
 use crate::capture::Capture;
+use crate::capture::Captured;
 use crate::job::{Job, Stdin};
-use crate::outcome::{Backend, Outcome, Status, Usage};
+use crate::outcome::Status;
 use crate::sys::ChildSetup;
 
 /// How long pipes are drained after the process tree is gone. A process that escaped the tree
@@ -37,8 +38,13 @@ pub(crate) struct Launch<'a> {
     pub(crate) sandboxed: bool,
 }
 
+/// How a launched process ended and what it wrote; the caller adds what it knows (the backend,
+/// the env drops, the whole wall time) to make the Outcome.
 pub(crate) struct Launched {
-    pub(crate) outcome: Outcome,
+    pub(crate) status: Status,
+    pub(crate) stdout: Captured,
+    pub(crate) stderr: Captured,
+    pub(crate) peak_memory: Option<u64>,
     pub(crate) cgroup: bool,
 }
 
@@ -166,17 +172,10 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
         }
     }
     Ok(Launched {
-        outcome: Outcome {
-            status,
-            stdout: stdout.finish(),
-            stderr: stderr.finish(),
-            usage: Usage {
-                peak_memory: cgroup.as_ref().and_then(Cgroup::peak_memory).map(crate::ByteSize),
-                ..Usage::default()
-            },
-            backend: Backend::Wasm, // replaced by the caller
-            env_dropped: Vec::new(),
-        },
+        status,
+        stdout: stdout.finish(),
+        stderr: stderr.finish(),
+        peak_memory: cgroup.as_ref().and_then(Cgroup::peak_memory),
         cgroup: cgroup.is_some(),
     })
 }
