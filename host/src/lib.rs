@@ -8,4 +8,6 @@ pub mod ambient;
 pub mod check;
 pub mod exit;
 pub mod findings;
+pub mod install;
 pub mod parse;
+pub mod untrusted;

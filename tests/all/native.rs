@@ -595,12 +595,23 @@ fn a_script_in_the_worktree_runs_by_its_guest_path_sandboxed_or_not() {
 fn a_daemon_holding_stdout_does_not_hang_an_unsandboxed_run() {
     let off = NativeSandbox::new(NativeConfig::new(None, SandboxMode::Off)).unwrap();
     let marker = format!("1236.{}", std::process::id());
-    let job = sh(&format!("setsid sleep {marker} & echo started")).limits(Limits::default().with_timeout(Duration::from_secs(60)));
+    let job = sh(&format!("setsid sleep {marker} & echo started"))
+        .limits(Limits::default().with_timeout(Duration::from_secs(60)));
     let out = rt().block_on(wrun_runtime::Sandbox::run(&off, job)).unwrap();
     assert_eq!((exited(&out), out.stdout.text().as_ref()), (0, "started\n"));
-    assert!(out.usage.wall_time < Duration::from_secs(30), "the run waited for the daemon: {:?}", out.usage.wall_time);
+    assert!(
+        out.usage.wall_time < Duration::from_secs(30),
+        "the run waited for the daemon: {:?}",
+        out.usage.wall_time
+    );
     // Where wrun can create a cgroup (as here, as root), the daemon is gone too.
-    if matches!(out.backend, Backend::Native { process_limit: wrun_runtime::ProcessLimit::Cgroup, .. }) {
+    if matches!(
+        out.backend,
+        Backend::Native {
+            process_limit: wrun_runtime::ProcessLimit::Cgroup,
+            ..
+        }
+    ) {
         assert!(!process_with_marker_exists(&marker));
     }
 }
