@@ -10,4 +10,5 @@ pub mod exit;
 pub mod findings;
 pub mod install;
 pub mod parse;
+pub mod policy;
 pub mod untrusted;

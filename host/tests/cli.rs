@@ -544,3 +544,27 @@ fn doctor_reports_the_machine() {
     assert_eq!(code(&out), 125);
     assert!(stdout(&out).contains("would be refused"));
 }
+
+#[test]
+fn policy_check_prints_the_resolved_policy_or_fails_closed() {
+    let fx = Fixture::new();
+    let strict = concat!(env!("CARGO_MANIFEST_DIR"), "/../policies/strict.toml");
+    let out = wrun(&fx, &["policy", "check", strict]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sandbox"], "require");
+    assert_eq!(v["defaults"]["timeout"], 20_000);
+    let bad = fx.worktree.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "version = 1\nsandbox = \"auto\"\n[limits]\nstdout_cap = \"0\"\n",
+    )
+    .unwrap();
+    let out = wrun(&fx, &["policy", "check", bad.to_str().unwrap()]);
+    assert_eq!(code(&out), 125);
+    assert!(
+        stderr(&out).contains("stdout cap must be greater than zero"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -3,6 +3,7 @@
 
 mod check;
 mod doctor;
+mod policy;
 mod run;
 
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ enum Command {
     Run(Box<run::RunCmd>),
     /// Read a `.wasm` module without running it: what it imports, exports and declares.
     Check(check::CheckCmd),
+    /// Work with policy files.
+    Policy(policy::PolicyCmd),
     /// Print what this machine supports for native helpers and which sandbox mode would be used.
     Doctor(doctor::DoctorCmd),
 }
@@ -55,6 +58,7 @@ impl Cli {
                 Command::Run(cmd) => cmd.execute().await,
                 Command::Doctor(cmd) => cmd.execute().await,
                 Command::Check(cmd) => cmd.execute(),
+                Command::Policy(cmd) => cmd.execute(),
             }
         });
         match result {

@@ -1,0 +1,451 @@
+//! The operator's policy file: TOML, parsed strictly and validated into a [`Policy`] before
+//! anything runs. An unknown key, a zero or negative limit, a default above its ceiling or a
+//! ceiling above wrun's own hard ceilings is an error naming the file and line; nothing is
+//! silently clamped. A helper definition may only tighten limits ([`Policy::limits_for`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use wrun_runtime::{ByteSize, Limits, SandboxMode};
+
+/// A policy file could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("cannot read policy {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys or wrong types.
+    #[error("policy {}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("policy {}: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// A helper definition asked for more than the policy allows.
+    #[error(
+        "{what} {asked} is above the policy's ceiling of {ceiling}; ask for less or have the operator raise the ceiling"
+    )]
+    AboveCeiling {
+        /// Which limit.
+        what: &'static str,
+        /// What was asked.
+        asked: String,
+        /// The ceiling.
+        ceiling: String,
+    },
+    /// A helper definition asked for zero or for a malformed value.
+    #[error("{what}: {message}")]
+    BadRequest {
+        /// Which limit.
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Limits as written in a file: every field optional, units in strings (`"30s"`, `"256MiB"`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// Wall-clock timeout, e.g. `"30s"`.
+    pub timeout: Option<String>,
+    /// Fuel units (wasm).
+    pub fuel: Option<u64>,
+    /// Memory, e.g. `"256MiB"`.
+    pub memory: Option<String>,
+    /// Stdout kept, e.g. `"1MiB"`.
+    pub stdout_cap: Option<String>,
+    /// Stderr kept.
+    pub stderr_cap: Option<String>,
+    /// CPU time of native processes, e.g. `"20s"`.
+    pub cpu: Option<String>,
+    /// Largest file a native helper may write.
+    pub max_file_size: Option<String>,
+    /// Processes of a native helper.
+    pub max_processes: Option<u32>,
+    /// Open files per native process.
+    pub max_open_files: Option<u32>,
+    /// Native `/tmp` size.
+    pub tmp_size: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    version: u32,
+    sandbox: SandboxMode,
+    #[serde(default)]
+    limits: LimitsSpec,
+    #[serde(default)]
+    ceilings: LimitsSpec,
+    #[serde(default)]
+    native: NativeSection,
+    #[serde(default)]
+    env: EnvSection,
+    #[serde(default)]
+    shell: ShellSection,
+    #[serde(default)]
+    templates: TemplatesSection,
+    #[serde(default)]
+    audit: AuditSection,
+}
+
+/// Native helpers: where bare commands are found and what is bound read-only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NativeSection {
+    /// Directories searched for bare command names, in order (absolute).
+    #[serde(default)]
+    pub path: Vec<PathBuf>,
+    /// Host directories bound read-only at the same path (a tools venv).
+    #[serde(default)]
+    pub ro_binds: Vec<PathBuf>,
+}
+
+/// The environment helpers get.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvSection {
+    /// Names passed through from wrun's environment when set.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Fixed values, set by the policy (loader variables may only be set here).
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+}
+
+/// Shell-string helpers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellSection {
+    /// Commands added to the built-in denylist.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// If not empty, the only commands a shell helper may run.
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+/// Template variables.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplatesSection {
+    /// Keys whose values may be interpolated into a helper's arguments.
+    #[serde(default)]
+    pub safe_keys: Vec<String>,
+}
+
+/// The audit log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSection {
+    /// A file that gets one JSON line per run.
+    pub log: Option<PathBuf>,
+}
+
+/// A validated policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    /// Where it came from.
+    pub source: PathBuf,
+    /// The native sandbox mode.
+    pub sandbox: SandboxMode,
+    /// Limits a helper gets when its definition sets none.
+    pub defaults: Limits,
+    /// The most a definition may ask for.
+    pub ceilings: Limits,
+    /// Native helpers.
+    pub native: NativeSection,
+    /// Environment.
+    pub env: EnvSection,
+    /// Shell helpers.
+    pub shell: ShellSection,
+    /// Template variables.
+    pub templates: TemplatesSection,
+    /// Audit log.
+    pub audit: AuditSection,
+}
+
+impl Policy {
+    /// Reads and validates a policy file.
+    ///
+    /// # Security
+    /// Reads `path` with wrun's authority; policy files are the operator's, never the worktree's.
+    pub fn load(path: &Path) -> Result<Self, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses and validates policy text; `path` names it in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, PolicyError> {
+        let invalid = |message: String| PolicyError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let file: File = toml::from_str(text).map_err(|e| PolicyError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        if file.version != 1 {
+            return Err(invalid(format!(
+                "version {} is not supported; this wrun reads version 1",
+                file.version
+            )));
+        }
+        let hard = Limits::default()
+            .with_timeout(wrun_runtime::limits::TIMEOUT_CEILING)
+            .with_memory(wrun_runtime::limits::MEMORY_CEILING)
+            .with_stdout_cap(wrun_runtime::limits::OUTPUT_CAP_CEILING)
+            .with_stderr_cap(wrun_runtime::limits::OUTPUT_CAP_CEILING);
+        let ceilings = apply(&hard, &file.ceilings).map_err(|e| invalid(format!("[ceilings] {e}")))?;
+        ceilings
+            .validate()
+            .map_err(|e| invalid(format!("[ceilings] {e}")))?;
+        let defaults =
+            apply(&Limits::default(), &file.limits).map_err(|e| invalid(format!("[limits] {e}")))?;
+        defaults
+            .validate()
+            .map_err(|e| invalid(format!("[limits] {e}")))?;
+        check_within(&defaults, &ceilings).map_err(|e| invalid(format!("[limits] {e}")))?;
+        for dir in file.native.path.iter().chain(&file.native.ro_binds) {
+            if !dir.is_absolute() {
+                return Err(invalid(format!(
+                    "[native] {} must be an absolute path",
+                    dir.display()
+                )));
+            }
+        }
+        for name in file.env.allow.iter().chain(file.env.set.keys()) {
+            if wrun_runtime::env::is_secret_name(name) {
+                return Err(invalid(format!(
+                    "[env] {name} is a credential name; wrun never passes credentials to helpers"
+                )));
+            }
+        }
+        for name in &file.env.allow {
+            if wrun_runtime::env::is_policy_only_name(name) {
+                return Err(invalid(format!(
+                    "[env] allow = {name:?}: loader and interpreter variables cannot pass through from the host; set a fixed value in [env.set]"
+                )));
+            }
+        }
+        Ok(Self {
+            source: path.to_owned(),
+            sandbox: file.sandbox,
+            defaults,
+            ceilings,
+            native: file.native,
+            env: file.env,
+            shell: file.shell,
+            templates: file.templates,
+            audit: file.audit,
+        })
+    }
+
+    /// The limits for a helper whose definition asks for `asked`: the policy's defaults with the
+    /// definition's values, each of which must be non-zero and within the ceilings.
+    pub fn limits_for(&self, asked: &LimitsSpec) -> Result<Limits, PolicyError> {
+        let limits = apply(&self.defaults, asked).map_err(|e| PolicyError::BadRequest {
+            what: "limits",
+            message: e,
+        })?;
+        limits.validate().map_err(|e| PolicyError::BadRequest {
+            what: "limits",
+            message: e.to_string(),
+        })?;
+        check_within(&limits, &self.ceilings).map_err(|e| match e {
+            Above { what, asked, ceiling } => PolicyError::AboveCeiling { what, asked, ceiling },
+        })?;
+        Ok(limits)
+    }
+}
+
+/// `base` with the values of `spec` applied, units parsed.
+fn apply(base: &Limits, spec: &LimitsSpec) -> Result<Limits, String> {
+    let dur = |what: &str, s: &str| crate::parse::duration(s).map_err(|e| format!("{what}: {e}"));
+    let bytes = |what: &str, s: &str| s.parse::<ByteSize>().map_err(|e| format!("{what}: {e}"));
+    let mut l = base.clone();
+    if let Some(v) = &spec.timeout {
+        l.timeout = dur("timeout", v)?;
+    }
+    if let Some(v) = spec.fuel {
+        l.fuel = Some(v);
+    }
+    if let Some(v) = &spec.memory {
+        l.memory = bytes("memory", v)?;
+    }
+    if let Some(v) = &spec.stdout_cap {
+        l.stdout_cap = bytes("stdout_cap", v)?;
+    }
+    if let Some(v) = &spec.stderr_cap {
+        l.stderr_cap = bytes("stderr_cap", v)?;
+    }
+    if let Some(v) = &spec.cpu {
+        l.cpu = Some(dur("cpu", v)?);
+    }
+    if let Some(v) = &spec.max_file_size {
+        l.max_file_size = bytes("max_file_size", v)?;
+    }
+    if let Some(v) = spec.max_processes {
+        l.max_processes = v;
+    }
+    if let Some(v) = spec.max_open_files {
+        l.max_open_files = v;
+    }
+    if let Some(v) = &spec.tmp_size {
+        l.tmp_size = bytes("tmp_size", v)?;
+    }
+    Ok(l)
+}
+
+struct Above {
+    what: &'static str,
+    asked: String,
+    ceiling: String,
+}
+
+impl std::fmt::Display for Above {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} is above the ceiling of {}",
+            self.what, self.asked, self.ceiling
+        )
+    }
+}
+
+/// Every limit of `l` within `c`. A fuel or CPU ceiling means a run must be metered.
+fn check_within(l: &Limits, c: &Limits) -> Result<(), Above> {
+    fn over<T: PartialOrd + std::fmt::Debug>(what: &'static str, v: T, c: T) -> Result<(), Above> {
+        if v > c {
+            return Err(Above {
+                what,
+                asked: format!("{v:?}"),
+                ceiling: format!("{c:?}"),
+            });
+        }
+        Ok(())
+    }
+    over("timeout", l.timeout, c.timeout)?;
+    over("memory", l.memory, c.memory)?;
+    over("stdout_cap", l.stdout_cap, c.stdout_cap)?;
+    over("stderr_cap", l.stderr_cap, c.stderr_cap)?;
+    over("max_file_size", l.max_file_size, c.max_file_size)?;
+    over("max_processes", l.max_processes, c.max_processes)?;
+    over("max_open_files", l.max_open_files, c.max_open_files)?;
+    over("tmp_size", l.tmp_size, c.tmp_size)?;
+    if let Some(cf) = c.fuel {
+        over("fuel", l.fuel.unwrap_or(u64::MAX), cf)?;
+    }
+    if let Some(cc) = c.cpu {
+        over("cpu", l.cpu.unwrap_or(Duration::MAX), cc)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, PolicyError> {
+        Policy::parse(Path::new("test.toml"), text)
+    }
+
+    #[test]
+    fn the_shipped_policies_validate() {
+        for name in ["default", "strict", "dev"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../policies")
+                .join(format!("{name}.toml"));
+            let policy = Policy::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert!(policy.defaults.timeout <= policy.ceilings.timeout);
+        }
+        let strict = Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/strict.toml"))
+            .expect("strict");
+        assert_eq!(strict.sandbox, SandboxMode::Require);
+    }
+
+    #[test]
+    fn unknown_keys_fail_with_the_line() {
+        let err = parse("version = 1\nsandbox = \"auto\"\n\n[limits]\ntimeout = \"10s\"\ntimout = \"5s\"\n")
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("test.toml") && text.contains("line 6") && text.contains("timout"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn zero_negative_and_over_ceiling_values_fail_closed() {
+        for (body, needle) in [
+            ("[limits]\nstdout_cap = \"0\"\n", "greater than zero"),
+            ("[limits]\ntimeout = \"0s\"\n", "greater than zero"),
+            ("[limits]\nmax_processes = -1\n", "invalid value"),
+            ("[limits]\nmemory = \"-5MiB\"\n", "invalid byte size"),
+            ("[ceilings]\nstdout_cap = \"64MiB\"\n", "above the ceiling"),
+            (
+                "[limits]\ntimeout = \"10m\"\n[ceilings]\ntimeout = \"1m\"\n",
+                "above the ceiling",
+            ),
+            ("[env]\nallow = [\"GITHUB_TOKEN\"]\n", "credential"),
+            ("[env]\nallow = [\"LD_PRELOAD\"]\n", "loader"),
+            ("[native]\npath = [\"bin\"]\n", "absolute"),
+        ] {
+            let err = parse(&format!("version = 1\nsandbox = \"require\"\n{body}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{body}: {err}");
+        }
+        assert!(parse("version = 2\nsandbox = \"auto\"\n").is_err());
+        assert!(parse("version = 1\nsandbox = \"sometimes\"\n").is_err());
+    }
+
+    #[test]
+    fn definitions_may_only_tighten() {
+        let p = parse("version = 1\nsandbox = \"auto\"\n[ceilings]\ntimeout = \"1m\"\nmemory = \"512MiB\"\n")
+            .expect("valid");
+        let tight = LimitsSpec {
+            timeout: Some("5s".into()),
+            ..LimitsSpec::default()
+        };
+        assert_eq!(
+            p.limits_for(&tight).expect("within").timeout,
+            Duration::from_secs(5)
+        );
+        let greedy = LimitsSpec {
+            memory: Some("2GiB".into()),
+            ..LimitsSpec::default()
+        };
+        assert!(matches!(
+            p.limits_for(&greedy),
+            Err(PolicyError::AboveCeiling { what: "memory", .. })
+        ));
+        let zero = LimitsSpec {
+            stdout_cap: Some("0".into()),
+            ..LimitsSpec::default()
+        };
+        assert!(matches!(p.limits_for(&zero), Err(PolicyError::BadRequest { .. })));
+    }
+}
