@@ -274,9 +274,8 @@ impl Policy {
             what: "limits",
             message: e.to_string(),
         })?;
-        check_within(&limits, &self.ceilings).map_err(|e| match e {
-            Above { what, asked, ceiling } => PolicyError::AboveCeiling { what, asked, ceiling },
-        })?;
+        check_within(&limits, &self.ceilings)
+            .map_err(|Above { what, asked, ceiling }| PolicyError::AboveCeiling { what, asked, ceiling })?;
         Ok(limits)
     }
 }
@@ -389,7 +388,7 @@ mod tests {
     #[test]
     fn unknown_keys_fail_with_the_line() {
         let err = parse("version = 1\nsandbox = \"auto\"\n\n[limits]\ntimeout = \"10s\"\ntimout = \"5s\"\n")
-            .unwrap_err();
+            .expect_err("must be refused");
         let text = err.to_string();
         assert!(
             text.contains("test.toml") && text.contains("line 6") && text.contains("timout"),
@@ -414,7 +413,7 @@ mod tests {
             ("[native]\npath = [\"bin\"]\n", "absolute"),
         ] {
             let err = parse(&format!("version = 1\nsandbox = \"require\"\n{body}"))
-                .unwrap_err()
+                .expect_err("must be refused")
                 .to_string();
             assert!(err.contains(needle), "{body}: {err}");
         }
