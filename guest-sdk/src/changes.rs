@@ -26,6 +26,21 @@ pub struct ChangedFile {
 }
 
 impl ChangedFile {
+    /// The file's bytes if it is a regular file of at most `max` bytes (relative to the
+    /// worktree, the helper's working directory); `None` if it is missing, not a regular file
+    /// (a symlink is followed only inside the worktree), too large or unreadable.
+    pub fn read(&self, max: u64) -> Option<Vec<u8>> {
+        use std::io::Read as _;
+        let file = std::fs::File::open(&self.path).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() > max {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(max).read_to_end(&mut bytes).ok()?;
+        Some(bytes)
+    }
+
     /// Whether `line` (1-based) is changed.
     pub fn touches(&self, line: u32) -> bool {
         self.lines

@@ -8,16 +8,17 @@
 //! ([`Exit`]).
 //!
 //! ```no_run
-//! use wrun_guest::{Changes, Finding, Severity, emit};
-//! let changes = Changes::from_stdin().expect("changed-file list");
-//! let mut found = 0;
-//! for file in changes.files_or_walk(wrun_guest::worktree()) {
-//!     if file.path.ends_with(".orig") {
-//!         emit(&Finding::new(&file.path, "no-backup-files", Severity::Warning, "backup file added"));
-//!         found += 1;
+//! use wrun_guest::{Finding, Severity, emit};
+//! wrun_guest::run_helper("no-backups", |changes| {
+//!     let mut found = 0;
+//!     for file in changes.files_or_walk(wrun_guest::worktree()) {
+//!         if file.path.ends_with(".orig") {
+//!             emit(&Finding::new(&file.path, "backup-file", Severity::Warning, "backup file added"));
+//!             found += 1;
+//!         }
 //!     }
-//! }
-//! std::process::exit(wrun_guest::Exit::from_count(found).code());
+//!     Ok(found)
+//! });
 //! ```
 #![forbid(unsafe_code)]
 
@@ -29,11 +30,29 @@ pub use changes::{ChangedFile, Changes, ChangesError, MAX_CHANGES_BYTES};
 pub use findings::{Finding, Fix, SCHEMA_VERSION, Severity, emit, to_line};
 pub use walk::{display_path, walk_files};
 
+use std::io::Write as _;
 use std::path::Path;
 
 /// Where the worktree is, as seen by the helper: its working directory.
 pub fn worktree() -> &'static Path {
     Path::new(".")
+}
+
+/// Runs a helper: reads the changed-file list, calls `body` with it, and exits with the contract's
+/// code: 0 or 1 from the number of findings `body` emitted, 2 (with `helper: message` on stderr)
+/// when the list cannot be read or `body` fails.
+pub fn run_helper(helper: &str, body: impl FnOnce(&Changes) -> Result<usize, String>) -> ! {
+    let result = Changes::from_stdin()
+        .map_err(|e| e.to_string())
+        .and_then(|c| body(&c));
+    let exit = match result {
+        Ok(found) => Exit::from_count(found),
+        Err(message) => {
+            let _ = writeln!(std::io::stderr(), "{helper}: {message}");
+            Exit::Failed
+        }
+    };
+    std::process::exit(exit.code())
 }
 
 /// The exit codes of the helper contract.

@@ -1,54 +1,41 @@
 //! config-syntax: JSON, TOML and YAML files among the changed files that do not parse, with the
 //! line and column of the error. Exit 0 clean, 1 found, 2 failed.
-#![allow(clippy::print_stderr)]
 
-use wrun_guest::{Changes, Exit, Finding, Severity, emit};
+use wrun_guest::{Finding, Severity, emit};
 
 const MAX_FILE: u64 = 8 << 20;
 
 fn main() {
-    std::process::exit(run().code());
-}
-
-fn run() -> Exit {
-    let changes = match Changes::from_stdin() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("config-syntax: {e}");
-            return Exit::Failed;
+    wrun_guest::run_helper("config-syntax", |changes| {
+        let mut found = 0;
+        for file in changes.files_or_walk(wrun_guest::worktree()) {
+            let Some(kind) = Kind::of(&file.path) else {
+                continue;
+            };
+            let Some(bytes) = file.read(MAX_FILE) else {
+                continue;
+            };
+            let Ok(text) = String::from_utf8(bytes) else {
+                emit(&Finding::new(
+                    &file.path,
+                    kind.rule(),
+                    Severity::Error,
+                    "the file is not valid UTF-8",
+                ));
+                found += 1;
+                continue;
+            };
+            if let Some((line, column, message)) = kind.check(&text) {
+                emit(
+                    &Finding::new(&file.path, kind.rule(), Severity::Error, message)
+                        .at_line(line)
+                        .at_column(column),
+                );
+                found += 1;
+            }
         }
-    };
-    let mut found = 0;
-    for file in changes.files_or_walk(wrun_guest::worktree()) {
-        let Some(kind) = Kind::of(&file.path) else {
-            continue;
-        };
-        let Ok(meta) = std::fs::metadata(&file.path) else {
-            continue;
-        };
-        if !meta.is_file() || meta.len() > MAX_FILE {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&file.path) else {
-            emit(&Finding::new(
-                &file.path,
-                kind.rule(),
-                Severity::Error,
-                "the file is not valid UTF-8",
-            ));
-            found += 1;
-            continue;
-        };
-        if let Some((line, column, message)) = kind.check(&text) {
-            emit(
-                &Finding::new(&file.path, kind.rule(), Severity::Error, message)
-                    .at_line(line)
-                    .at_column(column),
-            );
-            found += 1;
-        }
-    }
-    Exit::from_count(found)
+        Ok(found)
+    })
 }
 
 #[derive(Clone, Copy)]

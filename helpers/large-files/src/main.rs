@@ -2,71 +2,55 @@
 //!
 //! Usage: `large-files [--max-size BYTES]` (default 1048576). Binary means a NUL byte in the first
 //! 8 KiB. Exit 0 clean, 1 found, 2 failed.
-#![allow(clippy::print_stderr)]
 
 use std::io::Read;
 
-use wrun_guest::{Changes, Exit, Finding, Severity, emit};
+use wrun_guest::{Finding, Severity, emit};
 
 const DEFAULT_MAX: u64 = 1 << 20;
 
 fn main() {
-    std::process::exit(run().code());
-}
-
-fn run() -> Exit {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let max = match args.as_slice() {
-        [] => DEFAULT_MAX,
-        [flag, n] if flag == "--max-size" => match n.parse::<u64>() {
-            Ok(n) if n > 0 => n,
-            _ => {
-                eprintln!("large-files: --max-size needs a positive number of bytes, got {n:?}");
-                return Exit::Failed;
-            }
-        },
-        _ => {
-            eprintln!("usage: large-files [--max-size BYTES]");
-            return Exit::Failed;
-        }
-    };
-    let changes = match Changes::from_stdin() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("large-files: {e}");
-            return Exit::Failed;
-        }
-    };
-    let mut found = 0;
-    for file in changes.files_or_walk(wrun_guest::worktree()) {
-        let Ok(meta) = std::fs::metadata(&file.path) else {
-            continue;
+    wrun_guest::run_helper("large-files", |changes| {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let max = match args.as_slice() {
+            [] => DEFAULT_MAX,
+            [flag, n] if flag == "--max-size" => match n.parse::<u64>() {
+                Ok(n) if n > 0 => n,
+                _ => return Err(format!("--max-size needs a positive number of bytes, got {n:?}")),
+            },
+            _ => return Err("usage: large-files [--max-size BYTES]".into()),
         };
-        if !meta.is_file() {
-            continue;
+        let mut found = 0;
+        for file in changes.files_or_walk(wrun_guest::worktree()) {
+            let Ok(meta) = std::fs::metadata(&file.path) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            if meta.len() > max {
+                emit(&Finding::new(
+                    &file.path,
+                    "oversized-file",
+                    Severity::Warning,
+                    format!("the file is {} bytes, above the {max}-byte limit", meta.len()),
+                ));
+                found += 1;
+            }
+            let mut head = Vec::with_capacity(8192);
+            if let Ok(f) = std::fs::File::open(&file.path)
+                && f.take(8192).read_to_end(&mut head).is_ok()
+                && head.contains(&0)
+            {
+                emit(&Finding::new(
+                    &file.path,
+                    "binary-file",
+                    Severity::Note,
+                    "a binary file is added or changed",
+                ));
+                found += 1;
+            }
         }
-        if meta.len() > max {
-            emit(&Finding::new(
-                &file.path,
-                "oversized-file",
-                Severity::Warning,
-                format!("the file is {} bytes, above the {max}-byte limit", meta.len()),
-            ));
-            found += 1;
-        }
-        let mut head = Vec::with_capacity(8192);
-        if let Ok(f) = std::fs::File::open(&file.path)
-            && f.take(8192).read_to_end(&mut head).is_ok()
-            && head.contains(&0)
-        {
-            emit(&Finding::new(
-                &file.path,
-                "binary-file",
-                Severity::Note,
-                "a binary file is added or changed",
-            ));
-            found += 1;
-        }
-    }
-    Exit::from_count(found)
+        Ok(found)
+    })
 }

@@ -1,68 +1,52 @@
 //! line-hygiene: merge-conflict markers, trailing whitespace and a missing final newline, on the
 //! pull request's changed lines. Exit 0 clean, 1 found, 2 failed.
-#![allow(clippy::print_stderr)]
 
-use wrun_guest::{Changes, Exit, Finding, Severity, emit};
+use wrun_guest::{Finding, Severity, emit};
 
 /// Files larger than this are skipped (generated, not written by hand).
 const MAX_FILE: u64 = 4 << 20;
 
 fn main() {
-    std::process::exit(run().code());
-}
-
-fn run() -> Exit {
-    let changes = match Changes::from_stdin() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("line-hygiene: {e}");
-            return Exit::Failed;
-        }
-    };
-    let mut found = 0;
-    for file in changes.files_or_walk(wrun_guest::worktree()) {
-        let Ok(meta) = std::fs::metadata(&file.path) else {
-            continue;
-        };
-        if !meta.is_file() || meta.len() > MAX_FILE {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(&file.path) else {
-            continue;
-        };
-        if bytes.contains(&0) {
-            continue; // binary
-        }
-        let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.split('\n').collect();
-        let last = lines.len();
-        for (n, line) in lines.iter().enumerate() {
-            let line_no = n as u32 + 1;
-            if n + 1 == last || !file.touches(line_no) {
-                continue; // the piece after the final newline is not a line
+    wrun_guest::run_helper("line-hygiene", |changes| {
+        let mut found = 0;
+        for file in changes.files_or_walk(wrun_guest::worktree()) {
+            let Some(bytes) = file.read(MAX_FILE) else {
+                continue;
+            };
+            if bytes.contains(&0) {
+                continue; // binary
             }
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            for finding in check_line(&file.path, line_no, line) {
-                emit(&finding);
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<&str> = text.split('\n').collect();
+            let last = lines.len();
+            for (n, line) in lines.iter().enumerate() {
+                let line_no = n as u32 + 1;
+                if n + 1 == last || !file.touches(line_no) {
+                    continue; // the piece after the final newline is not a line
+                }
+                let line = line.strip_suffix('\r').unwrap_or(line);
+                for finding in check_line(&file.path, line_no, line) {
+                    emit(&finding);
+                    found += 1;
+                }
+            }
+            let final_line = lines.len().saturating_sub(1) as u32 + 1;
+            if !bytes.is_empty() && !bytes.ends_with(b"\n") && file.touches(final_line) {
+                emit(
+                    &Finding::new(
+                        &file.path,
+                        "missing-final-newline",
+                        Severity::Note,
+                        "the file does not end with a newline",
+                    )
+                    .at_line(final_line)
+                    .with_fix("\n", "add a newline at the end"),
+                );
                 found += 1;
             }
         }
-        let final_line = lines.len().saturating_sub(1) as u32 + 1;
-        if !bytes.is_empty() && !bytes.ends_with(b"\n") && file.touches(final_line) {
-            emit(
-                &Finding::new(
-                    &file.path,
-                    "missing-final-newline",
-                    Severity::Note,
-                    "the file does not end with a newline",
-                )
-                .at_line(final_line)
-                .with_fix("\n", "add a newline at the end"),
-            );
-            found += 1;
-        }
-    }
-    Exit::from_count(found)
+        Ok(found)
+    })
 }
 
 fn check_line(path: &str, line_no: u32, line: &str) -> Vec<Finding> {

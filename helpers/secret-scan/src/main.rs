@@ -4,56 +4,39 @@
 //! github_pat_), `private-key` (PEM private key blocks), `high-entropy-secret` (an assignment to a
 //! name like key/secret/token/password of a 20+ character value with Shannon entropy above
 //! 3.5 bits per character). Exit 0 clean, 1 found, 2 failed.
-#![allow(clippy::print_stderr)]
 
 use regex::Regex;
-use wrun_guest::{Changes, Exit, Finding, Severity, emit};
+use wrun_guest::{Finding, Severity, emit};
 
 /// Files larger than this are not scanned (a generated blob, not a config with a key in it).
 const MAX_FILE: u64 = 4 << 20;
 
 fn main() {
-    std::process::exit(run().code());
-}
-
-fn run() -> Exit {
-    let changes = match Changes::from_stdin() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("secret-scan: {e}");
-            return Exit::Failed;
-        }
-    };
-    let rules = Rules::new();
-    let mut found = 0;
-    for file in changes.files_or_walk(wrun_guest::worktree()) {
-        let Ok(meta) = std::fs::metadata(&file.path) else {
-            continue;
-        };
-        if !meta.is_file() || meta.len() > MAX_FILE {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(&file.path) else {
-            eprintln!("secret-scan: cannot read {}", file.path);
-            continue;
-        };
-        let text = String::from_utf8_lossy(&bytes);
-        for (n, line) in text.lines().enumerate() {
-            let line_no = n as u32 + 1;
-            if !file.touches(line_no) {
+    wrun_guest::run_helper("secret-scan", |changes| {
+        let rules = Rules::new();
+        let mut found = 0;
+        for file in changes.files_or_walk(wrun_guest::worktree()) {
+            let Some(bytes) = file.read(MAX_FILE) else {
                 continue;
-            }
-            for (rule, column, message) in rules.scan(line) {
-                emit(
-                    &Finding::new(&file.path, rule, Severity::Error, message)
-                        .at_line(line_no)
-                        .at_column(column),
-                );
-                found += 1;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            for (n, line) in text.lines().enumerate() {
+                let line_no = n as u32 + 1;
+                if !file.touches(line_no) {
+                    continue;
+                }
+                for (rule, column, message) in rules.scan(line) {
+                    emit(
+                        &Finding::new(&file.path, rule, Severity::Error, message)
+                            .at_line(line_no)
+                            .at_column(column),
+                    );
+                    found += 1;
+                }
             }
         }
-    }
-    Exit::from_count(found)
+        Ok(found)
+    })
 }
 
 struct Rules {
