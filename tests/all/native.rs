@@ -615,3 +615,35 @@ fn a_daemon_holding_stdout_does_not_hang_an_unsandboxed_run() {
         assert!(!process_with_marker_exists(&marker));
     }
 }
+
+#[test]
+fn no_capabilities_a_new_session_no_core_dumps_and_few_open_files() {
+    let s = sandbox!();
+    let code = r#"
+import os
+caps = dict(l.split(":\t") for l in open("/proc/self/status").read().splitlines() if l.startswith("Cap"))
+print("CapEff", caps["CapEff"].strip(), "CapBnd", caps["CapBnd"].strip())
+# A new session led by bwrap's pid 1; without --new-session it would be wrun's (outside the
+# pid namespace, so 0).
+print("session", os.getsid(0))
+import resource
+print("core", resource.getrlimit(resource.RLIMIT_CORE))
+files = []
+try:
+    for i in range(1000):
+        files.append(open("/dev/null"))
+except OSError as e:
+    print("opened", len(files), e.strerror)
+"#;
+    let mut limits = Limits::default();
+    limits.max_open_files = 64;
+    let out = run_native(s, python(code).limits(limits));
+    let text = out.stdout.text();
+    assert!(
+        text.contains("CapEff 0000000000000000 CapBnd 0000000000000000"),
+        "{text}"
+    );
+    assert!(text.contains("session 1\n"), "{text}");
+    assert!(text.contains("core (0, 0)"), "{text}");
+    assert!(text.contains("Too many open files"), "{text}");
+}

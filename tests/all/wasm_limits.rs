@@ -193,3 +193,39 @@ fn a_module_over_the_size_cap_is_refused_before_reading_it_whole() {
         Err(Error::ModuleTooLarge { .. })
     ));
 }
+
+#[test]
+fn a_table_grow_bomb_is_out_of_memory() {
+    let bomb = wat_module(
+        "tables.wasm",
+        r#"(module
+            (memory (export "memory") 1)
+            (table 1 funcref)
+            (func (export "_start")
+              (loop $l (drop (table.grow (ref.null func) (i32.const 100000))) (br $l))))"#,
+    );
+    assert_eq!(run(Job::wasm(bomb)).status, Status::OutOfMemory);
+}
+
+#[test]
+fn the_sandboxs_module_size_cap_refuses_before_compiling() {
+    let mut config = wrun_runtime::WasmConfig::default();
+    config.max_module_size = ByteSize::kib(1);
+    let sandbox = wrun_runtime::WasmSandbox::new(config).unwrap();
+    let out = rt()
+        .block_on(wrun_runtime::Sandbox::run(
+            &sandbox,
+            Job::wasm(guest()).arg("hello"),
+        ))
+        .unwrap();
+    assert!(
+        matches!(&out.status, Status::Refused { reason } if reason.contains("module size cap")),
+        "{:?}",
+        out.status
+    );
+    assert_eq!(
+        out.usage.cache,
+        wrun_runtime::CacheUse::None,
+        "nothing was compiled"
+    );
+}
