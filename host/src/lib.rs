@@ -11,4 +11,5 @@ pub mod findings;
 pub mod install;
 pub mod parse;
 pub mod policy;
+pub mod resolve;
 pub mod untrusted;

@@ -1,0 +1,199 @@
+//! Layer 2: only upstream code executes. A native helper's `command[0]` is accepted only if it is
+//!
+//! - a bare name found on the policy's `PATH` (resolved to an absolute path before spawning),
+//! - an absolute path to an executable in one of the policy's `PATH` directories, or
+//! - a relative path that resolves, symlinks followed, to a regular file under the worktree's
+//!   `.ai/` (which the overlay replaced with upstream's).
+//!
+//! Everything else is refused with the reason: `./scripts/lint.sh`, `.ai/../x`, a `.ai/` symlink
+//! (or a `.ai` directory symlink) pointing out, an absolute path outside the policy. The worktree
+//! is hostile: it is read only through a cap-std directory handle, so no lookup can follow a
+//! symlink out of it.
+
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+
+/// Where `command[0]` resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    /// An executable from the policy's `PATH`, absolute.
+    System(PathBuf),
+    /// An upstream script under `.ai/`: its path relative to the worktree (canonical, starting
+    /// with `.ai/`). Inside the sandbox it is at the worktree's guest path joined with this.
+    Upstream(PathBuf),
+}
+
+/// Why a command was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("command {command:?} refused: {reason}")]
+pub struct ResolveError {
+    /// The command as given.
+    pub command: String,
+    /// Why, and what is allowed instead.
+    pub reason: String,
+}
+
+/// Resolves `command` against the policy's `path` and the worktree at `worktree`.
+///
+/// # Security
+/// Reads the policy's `PATH` directories with wrun's authority (they are the operator's) and the
+/// worktree only through a capability handle opened at its root.
+pub fn resolve(command: &str, path: &[PathBuf], worktree: &Path) -> Result<Resolved, ResolveError> {
+    let refuse = |reason: String| ResolveError {
+        command: command.to_owned(),
+        reason,
+    };
+    if command.is_empty() || command.contains(['\0', '\n']) {
+        return Err(refuse("it is empty or contains NUL or newline".into()));
+    }
+    if !command.contains('/') {
+        return path
+            .iter()
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join(command))
+            .find(|p| is_executable(p))
+            .map(Resolved::System)
+            .ok_or_else(|| refuse("not found on the policy's PATH".into()));
+    }
+    let as_path = Path::new(command);
+    if as_path.is_absolute() {
+        let in_policy = as_path
+            .parent()
+            .is_some_and(|parent| path.iter().any(|dir| dir == parent));
+        if in_policy && is_executable(as_path) {
+            return Ok(Resolved::System(as_path.to_owned()));
+        }
+        return Err(refuse(
+            "an absolute path must name an executable in one of the policy's PATH directories".into(),
+        ));
+    }
+    let rel: PathBuf = as_path
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect();
+    if rel.components().next() != Some(Component::Normal(".ai".as_ref())) {
+        return Err(refuse(
+            "only scripts under .ai/ (upstream's helper directory) may run from the worktree".into(),
+        ));
+    }
+    let root = Dir::open_ambient_dir(worktree, ambient_authority())
+        .map_err(|e| refuse(format!("cannot open the worktree: {e}")))?;
+    // Canonicalizing through the handle follows symlinks but cannot leave the worktree: a link
+    // pointing out is an error here, a link pointing elsewhere inside is caught below.
+    let canonical = root
+        .canonicalize(&rel)
+        .map_err(|e| refuse(format!("it does not resolve inside the worktree: {e}")))?;
+    let mut parts = canonical.components();
+    if parts.next() != Some(Component::Normal(".ai".as_ref())) || parts.next().is_none() {
+        return Err(refuse(format!(
+            "it resolves to {}, outside .ai/ (upstream's helper directory)",
+            canonical.display()
+        )));
+    }
+    let meta = root
+        .metadata(&canonical)
+        .map_err(|e| refuse(format!("cannot inspect it: {e}")))?;
+    if !meta.is_file() {
+        return Err(refuse("it is not a regular file".into()));
+    }
+    Ok(Resolved::Upstream(canonical))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    fn fixture() -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let wt = tmp.path().join("wt");
+        for dir in [".ai/sub", "scripts"] {
+            std::fs::create_dir_all(wt.join(dir)).expect("mkdir");
+        }
+        for file in [".ai/lint.sh", ".ai/sub/check.py", "scripts/lint.sh"] {
+            std::fs::write(wt.join(file), "#!/bin/sh\n").expect("write");
+        }
+        std::fs::write(tmp.path().join("outside.sh"), "#!/bin/sh\n").expect("write");
+        symlink("../scripts/lint.sh", wt.join(".ai/to-scripts")).expect("symlink");
+        symlink("../../outside.sh", wt.join(".ai/to-outside")).expect("symlink");
+        symlink("sub/check.py", wt.join(".ai/inner-link")).expect("symlink");
+        (tmp, wt)
+    }
+
+    #[test]
+    fn upstream_scripts_resolve() {
+        let (_tmp, wt) = fixture();
+        for (command, expected) in [
+            (".ai/lint.sh", ".ai/lint.sh"),
+            ("./.ai/lint.sh", ".ai/lint.sh"),
+            (".ai/sub/check.py", ".ai/sub/check.py"),
+            (".ai/inner-link", ".ai/sub/check.py"),
+        ] {
+            assert_eq!(
+                resolve(command, &[], &wt),
+                Ok(Resolved::Upstream(PathBuf::from(expected))),
+                "{command}"
+            );
+        }
+    }
+
+    #[test]
+    fn everything_else_from_the_worktree_is_refused() {
+        let (_tmp, wt) = fixture();
+        for command in [
+            "./scripts/lint.sh",
+            "scripts/lint.sh",
+            ".ai/../scripts/lint.sh",
+            ".ai/to-scripts",
+            ".ai/to-outside",
+            ".ai/missing.sh",
+            ".ai/sub",
+            ".ai",
+            "../outside.sh",
+            "",
+        ] {
+            assert!(resolve(command, &[], &wt).is_err(), "{command:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn a_symlinked_ai_directory_pointing_out_is_refused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let wt = tmp.path().join("wt");
+        std::fs::create_dir_all(tmp.path().join("evil")).expect("mkdir");
+        std::fs::create_dir_all(&wt).expect("mkdir");
+        std::fs::write(tmp.path().join("evil/run.sh"), "#!/bin/sh\n").expect("write");
+        symlink("../evil", wt.join(".ai")).expect("symlink");
+        assert!(resolve(".ai/run.sh", &[], &wt).is_err());
+    }
+
+    #[test]
+    fn bare_names_resolve_on_the_policy_path_only() {
+        let (_tmp, wt) = fixture();
+        let path = vec![
+            PathBuf::from("/nonexistent"),
+            PathBuf::from("/usr/bin"),
+            PathBuf::from("relative"),
+        ];
+        assert_eq!(
+            resolve("sh", &path, &wt),
+            Ok(Resolved::System(PathBuf::from("/usr/bin/sh")))
+        );
+        assert!(resolve("definitely-not-a-command", &path, &wt).is_err());
+        assert!(resolve("sh", &[PathBuf::from("/nonexistent")], &wt).is_err());
+        assert_eq!(
+            resolve("/usr/bin/sh", &path, &wt),
+            Ok(Resolved::System(PathBuf::from("/usr/bin/sh")))
+        );
+        assert!(resolve("/bin/sh", &[PathBuf::from("/usr/local/bin")], &wt).is_err());
+        assert!(resolve("/tmp/evil", &path, &wt).is_err());
+    }
+}
