@@ -263,6 +263,27 @@ impl Policy {
         })
     }
 
+    /// The environment a helper gets (layer 5): each allowlisted name that `lookup` finds in
+    /// wrun's environment, passed as the job's (so the runtime's guard still refuses loader
+    /// variables from it), then the policy's fixed values, marked as the policy's. The runtime
+    /// drops credential names from either.
+    pub fn env_for(&self, lookup: impl Fn(&str) -> Option<String>) -> Vec<wrun_runtime::env::EnvVar> {
+        use wrun_runtime::env::{EnvOrigin, EnvVar};
+        let passed = self.env.allow.iter().filter_map(|name| {
+            lookup(name).map(|value| EnvVar {
+                name: name.clone(),
+                value,
+                origin: EnvOrigin::Job,
+            })
+        });
+        let fixed = self.env.set.iter().map(|(name, value)| EnvVar {
+            name: name.clone(),
+            value: value.clone(),
+            origin: EnvOrigin::Policy,
+        });
+        passed.chain(fixed).collect()
+    }
+
     /// The limits for a helper whose definition asks for `asked`: the policy's defaults with the
     /// definition's values, each of which must be non-zero and within the ceilings.
     pub fn limits_for(&self, asked: &LimitsSpec) -> Result<Limits, PolicyError> {
@@ -419,6 +440,28 @@ mod tests {
         }
         assert!(parse("version = 2\nsandbox = \"auto\"\n").is_err());
         assert!(parse("version = 1\nsandbox = \"sometimes\"\n").is_err());
+    }
+
+    #[test]
+    fn env_passes_only_the_allowlist_and_fixed_values() {
+        let p = parse(
+            "version = 1\nsandbox = \"auto\"\n[env]\nallow = [\"LANG\", \"TZ\"]\nset = { PYTHONPATH = \"/opt/lib\" }\n",
+        )
+        .expect("valid");
+        let host = |name: &str| match name {
+            "LANG" => Some("C.UTF-8".to_owned()),
+            "GITHUB_TOKEN" | "HOME" => Some("host-value".to_owned()),
+            _ => None,
+        };
+        let env = p.env_for(host);
+        let guarded = wrun_runtime::env::guard(&env);
+        assert_eq!(
+            guarded.vars,
+            vec![
+                ("LANG".into(), "C.UTF-8".into()),
+                ("PYTHONPATH".into(), "/opt/lib".into())
+            ]
+        );
     }
 
     #[test]
