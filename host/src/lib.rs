@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ambient;
+pub mod args;
 pub mod check;
 pub mod exit;
 pub mod findings;

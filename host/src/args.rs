@@ -1,0 +1,171 @@
+//! Arguments that come from a language model (layer 4): each becomes exactly one argv entry,
+//! never re-split and never through a shell, and
+//!
+//! - a value starting with `-` is refused unless the helper's definition declares it as a flag
+//!   (no option injection: `--output=/etc/x`, `-e`, `--config`);
+//! - every other value is a path that must stay inside the worktree: no absolute paths, no `..`,
+//!   and it must resolve (symlinks followed, through a cap-std handle) to something inside;
+//!   paths are passed after `--`, so a file named `-rf` is still a file;
+//! - NUL and newlines are refused, and so are too many or too long arguments.
+
+use std::path::{Component, Path};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+
+/// What the helper's definition allows a model to pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgRules {
+    /// Flags the helper accepts from a model, exactly as written (`--fix`, `-v`).
+    pub flags: Vec<String>,
+    /// At most this many arguments.
+    pub max_count: usize,
+    /// At most this many bytes per argument.
+    pub max_len: usize,
+}
+
+impl Default for ArgRules {
+    /// No flags, 64 arguments of at most 4096 bytes.
+    fn default() -> Self {
+        Self {
+            flags: Vec::new(),
+            max_count: 64,
+            max_len: 4096,
+        }
+    }
+}
+
+/// Why a model-given argument was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("argument {index} ({arg:?}) refused: {reason}")]
+pub struct ArgError {
+    /// 0-based position.
+    pub index: usize,
+    /// The argument, shortened for display.
+    pub arg: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Checks model-given arguments and returns the argv tail: declared flags first, then `--`,
+/// then the paths (each normalized, relative to the worktree).
+///
+/// # Security
+/// Looks paths up in the worktree only through a capability handle opened at its root.
+pub fn check(args: &[String], rules: &ArgRules, worktree: &Path) -> Result<Vec<String>, ArgError> {
+    let refuse = |index: usize, arg: &str, reason: &str| ArgError {
+        index,
+        arg: arg.chars().take(80).collect(),
+        reason: reason.to_owned(),
+    };
+    if args.len() > rules.max_count {
+        return Err(refuse(
+            rules.max_count,
+            "",
+            &format!("more than {} arguments", rules.max_count),
+        ));
+    }
+    let root = Dir::open_ambient_dir(worktree, ambient_authority())
+        .map_err(|e| refuse(0, "", &format!("cannot open the worktree: {e}")))?;
+    let mut flags = Vec::new();
+    let mut paths = Vec::new();
+    for (i, arg) in args.iter().enumerate() {
+        if arg.len() > rules.max_len {
+            return Err(refuse(i, arg, &format!("longer than {} bytes", rules.max_len)));
+        }
+        if arg.contains(['\0', '\n', '\r']) {
+            return Err(refuse(i, arg, "contains NUL or a line break"));
+        }
+        if arg.starts_with('-') {
+            if rules.flags.iter().any(|f| f == arg) {
+                flags.push(arg.clone());
+                continue;
+            }
+            return Err(refuse(
+                i,
+                arg,
+                "starts with `-` but is not a flag the helper's definition declares",
+            ));
+        }
+        let path = Path::new(arg);
+        if arg.is_empty()
+            || path.is_absolute()
+            || path.components().any(|c| matches!(c, Component::ParentDir))
+        {
+            return Err(refuse(
+                i,
+                arg,
+                "a path must be relative to the worktree, without `..`",
+            ));
+        }
+        // Resolving through the handle fails for anything that leads out, symlinks included.
+        root.canonicalize(path)
+            .map_err(|e| refuse(i, arg, &format!("does not resolve inside the worktree: {e}")))?;
+        let normalized: std::path::PathBuf = path
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect();
+        paths.push(normalized.to_string_lossy().into_owned());
+    }
+    let mut out = flags;
+    out.push("--".to_owned());
+    out.extend(paths);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let wt = tmp.path().join("wt");
+        std::fs::create_dir_all(wt.join("src")).expect("mkdir");
+        std::fs::write(wt.join("src/a.py"), "").expect("write");
+        std::fs::write(wt.join("-rf"), "").expect("write");
+        std::fs::write(tmp.path().join("secret"), "").expect("write");
+        std::os::unix::fs::symlink("../secret", wt.join("link")).expect("symlink");
+        (tmp, wt)
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn declared_flags_and_inside_paths_pass_with_paths_after_dashdash() {
+        let (_tmp, wt) = fixture();
+        let rules = ArgRules {
+            flags: strings(&["--fix"]),
+            ..ArgRules::default()
+        };
+        let out = check(&strings(&["./src/a.py", "--fix", "src"]), &rules, &wt).expect("valid");
+        assert_eq!(out, strings(&["--fix", "--", "src/a.py", "src"]));
+    }
+
+    #[test]
+    fn injection_escapes_and_junk_are_refused() {
+        let (_tmp, wt) = fixture();
+        let rules = ArgRules::default();
+        for bad in [
+            "--output=/etc/passwd",
+            "-e",
+            "-rf",
+            "--fix",
+            "/etc/passwd",
+            "../secret",
+            "src/../../secret",
+            "link",
+            "missing.py",
+            "a\nb",
+            "a\0b",
+            "",
+        ] {
+            assert!(check(&strings(&[bad]), &rules, &wt).is_err(), "{bad:?} passed");
+        }
+        let long = "a".repeat(5000);
+        assert!(check(&[long], &rules, &wt).is_err());
+        let many: Vec<String> = (0..65).map(|_| "src".to_owned()).collect();
+        assert!(check(&many, &rules, &wt).is_err());
+    }
+}
