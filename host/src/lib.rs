@@ -8,6 +8,7 @@ pub mod ambient;
 pub mod args;
 pub mod check;
 pub mod exit;
+pub mod expand;
 pub mod findings;
 pub mod install;
 pub mod parse;
