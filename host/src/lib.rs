@@ -6,6 +6,7 @@
 
 pub mod ambient;
 pub mod args;
+pub mod audit;
 pub mod check;
 pub mod exit;
 pub mod expand;

@@ -1,0 +1,152 @@
+//! The audit log: one JSON line per run, appended to the file the policy names. It records what
+//! ran, under which decisions and limits, and how it ended; never the value of an environment
+//! variable (dropped variables appear by name and reason only) and never the helper's output.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use wrun_runtime::env::DroppedEnv;
+use wrun_runtime::{Backend, Limits, Outcome, Status};
+
+/// Where a helper's definition came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DefinitionSource {
+    /// The ref read (the base repository's default branch).
+    pub git_ref: String,
+    /// The commit it pointed at.
+    pub commit: String,
+}
+
+/// One audit record.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record<'a> {
+    /// Seconds since the Unix epoch, with milliseconds.
+    pub time: f64,
+    /// The helper's name.
+    pub helper: &'a str,
+    /// Where its definition came from, when it came from a repository.
+    pub definition: Option<&'a DefinitionSource>,
+    /// The resolved command (native) or `sha256:<hex>` of the module (wasm).
+    pub program: &'a str,
+    /// Policy decisions: what was refused, dropped or clamped, one sentence each.
+    pub decisions: &'a [String],
+    /// The limits the run had.
+    pub limits: &'a Limits,
+    /// How it ended.
+    pub status: &'a Status,
+    /// Which backend and confinement.
+    pub backend: &'a Backend,
+    /// Wall time in milliseconds.
+    pub wall_ms: u64,
+    /// Bytes the helper wrote to stdout / kept.
+    pub stdout_bytes: (u64, u64),
+    /// Bytes the helper wrote to stderr / kept.
+    pub stderr_bytes: (u64, u64),
+    /// Environment variables dropped, by name and reason.
+    pub env_dropped: &'a [DroppedEnv],
+}
+
+impl<'a> Record<'a> {
+    /// A record for a finished run.
+    pub fn new(
+        helper: &'a str,
+        definition: Option<&'a DefinitionSource>,
+        program: &'a str,
+        decisions: &'a [String],
+        limits: &'a Limits,
+        outcome: &'a Outcome,
+    ) -> Self {
+        let kept = |c: &wrun_runtime::Captured| (c.total_bytes, c.total_bytes - c.cut_bytes);
+        Self {
+            time: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| (d.as_millis() as f64) / 1000.0),
+            helper,
+            definition,
+            program,
+            decisions,
+            limits,
+            status: &outcome.status,
+            backend: &outcome.backend,
+            wall_ms: u64::try_from(outcome.usage.wall_time.as_millis()).unwrap_or(u64::MAX),
+            stdout_bytes: kept(&outcome.stdout),
+            stderr_bytes: kept(&outcome.stderr),
+            env_dropped: &outcome.env_dropped,
+        }
+    }
+
+    /// The record as one line of JSON, newline included.
+    pub fn to_line(&self) -> String {
+        let mut line = serde_json::to_string(self)
+            .unwrap_or_else(|e| format!("{{\"audit_error\":{:?}}}", e.to_string()));
+        line.push('\n');
+        line
+    }
+}
+
+/// Appends `record` to the log at `path` (created `0600` if missing) in one write, so concurrent
+/// runs do not interleave within a line.
+///
+/// # Security
+/// Writes the operator's audit file with wrun's authority.
+pub fn append(path: &Path, record: &Record<'_>) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(record.to_line().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wrun_runtime::env::{EnvOrigin, EnvVar, guard};
+
+    #[test]
+    fn a_record_names_dropped_variables_but_never_their_values() {
+        let dropped = guard(&[EnvVar {
+            name: "GITHUB_TOKEN".into(),
+            value: "ghp_supersecretvalue".into(),
+            origin: EnvOrigin::Job,
+        }])
+        .dropped;
+        let outcome = Outcome {
+            env_dropped: dropped,
+            ..Outcome::refused(Backend::Wasm, "x", Vec::new())
+        };
+        let limits = Limits::default();
+        let decisions = vec!["dropped env GITHUB_TOKEN (secret)".to_owned()];
+        let source = DefinitionSource {
+            git_ref: "refs/heads/main".into(),
+            commit: "0123abcd".into(),
+        };
+        let record = Record::new(
+            "secret-scan",
+            Some(&source),
+            "sha256:00",
+            &decisions,
+            &limits,
+            &outcome,
+        );
+        let line = record.to_line();
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+        assert!(line.contains("GITHUB_TOKEN") && !line.contains("ghp_supersecretvalue"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("audit.jsonl");
+        append(&log, &record).expect("append");
+        append(&log, &record).expect("append");
+        let text = std::fs::read_to_string(&log).expect("read");
+        assert_eq!(text.lines().count(), 2);
+        let v: serde_json::Value = serde_json::from_str(text.lines().next().expect("line")).expect("json");
+        assert_eq!(v["definition"]["commit"], "0123abcd");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&log).expect("meta").permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}
