@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wrun_runtime::{ByteSize, Limits, SandboxMode};
 
@@ -62,7 +63,7 @@ pub enum PolicyError {
 }
 
 /// Limits as written in a file: every field optional, units in strings (`"30s"`, `"256MiB"`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsSpec {
     /// Wall-clock timeout, e.g. `"30s"`.
@@ -87,10 +88,14 @@ pub struct LimitsSpec {
     pub tmp_size: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A policy file as written (see `policies/*.toml`).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct File {
+pub struct PolicyFile {
+    /// Format version: 1.
     version: u32,
+    /// Native sandbox mode: `require`, `auto` or `off`.
+    #[schemars(with = "SandboxModeSchema")]
     sandbox: SandboxMode,
     #[serde(default)]
     limits: LimitsSpec,
@@ -109,7 +114,7 @@ struct File {
 }
 
 /// Native helpers: where bare commands are found and what is bound read-only.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NativeSection {
     /// Directories searched for bare command names, in order (absolute).
@@ -121,7 +126,7 @@ pub struct NativeSection {
 }
 
 /// The environment helpers get.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvSection {
     /// Names passed through from wrun's environment when set.
@@ -133,7 +138,7 @@ pub struct EnvSection {
 }
 
 /// Shell-string helpers.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShellSection {
     /// Commands added to the built-in denylist.
@@ -145,7 +150,7 @@ pub struct ShellSection {
 }
 
 /// Template variables.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TemplatesSection {
     /// Keys whose values may be interpolated into a helper's arguments.
@@ -154,11 +159,28 @@ pub struct TemplatesSection {
 }
 
 /// The audit log.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditSection {
     /// A file that gets one JSON line per run.
     pub log: Option<PathBuf>,
+}
+
+/// The sandbox mode as the schema describes it.
+#[derive(JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[allow(dead_code)]
+enum SandboxModeSchema {
+    Require,
+    Auto,
+    Off,
+}
+
+/// The JSON schema of policy files, as checked in at `policies/policy.schema.json`.
+pub fn schema() -> String {
+    let mut text = serde_json::to_string_pretty(&schemars::schema_for!(PolicyFile)).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 /// A validated policy.
@@ -203,7 +225,7 @@ impl Policy {
             path: path.to_owned(),
             message,
         };
-        let file: File = toml::from_str(text).map_err(|e| PolicyError::Parse {
+        let file: PolicyFile = toml::from_str(text).map_err(|e| PolicyError::Parse {
             path: path.to_owned(),
             message: e.to_string().trim_end().to_owned(),
         })?;
@@ -390,6 +412,33 @@ mod tests {
 
     fn parse(text: &str) -> Result<Policy, PolicyError> {
         Policy::parse(Path::new("test.toml"), text)
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // a test switch, not wrun reading its environment
+    fn the_checked_in_schema_is_current() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/policy.schema.json");
+        let current = schema();
+        if std::env::var_os("WRUN_BLESS").is_some() {
+            std::fs::write(&path, &current).expect("write schema");
+        }
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == current,
+            "policies/policy.schema.json is out of date: run `WRUN_BLESS=1 cargo test -p wrun-host schema`"
+        );
+        // The shipped policies are instances of it, and a typo is not.
+        let schema: serde_json::Value = serde_json::from_str(&current).expect("schema is JSON");
+        let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+        for name in ["default", "strict", "dev"] {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies");
+            let text = std::fs::read_to_string(dir.join(format!("{name}.toml"))).expect("read");
+            let value: toml::Value = toml::from_str(&text).expect("toml");
+            let json = serde_json::to_value(value).expect("json");
+            assert!(validator.is_valid(&json), "{name}.toml does not match the schema");
+        }
+        let typo = serde_json::json!({"version": 1, "sandbox": "auto", "limts": {}});
+        assert!(!validator.is_valid(&typo));
     }
 
     #[test]
