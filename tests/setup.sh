@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what wrun's test suite needs, and nothing already present:
+# Installs what wrun's test suite needs, and nothing already present. With --build-only, only
+# what building and running wrun needs (the first four items below: no ruff, no ripgrep).
 #   - the wasm32-wasip1 Rust target (rustup), to build the guest programs;
 #   - bubblewrap and shellcheck (apt-get), for the native sandbox and a real native tool;
 #   - libseccomp-dev and pkg-config (apt-get), to build the seccomp filter;
@@ -21,6 +22,10 @@ sudo=""
 if [ ${#need[@]} -gt 0 ]; then
     $sudo apt-get update -qq
     $sudo apt-get install -y -qq "${need[@]}"
+fi
+
+if [ "${1:-}" = "--build-only" ]; then
+    exit 0
 fi
 
 if [ ! -x target/tools-venv/bin/ruff ]; then
