@@ -138,16 +138,19 @@ impl NativeSandbox {
                 reason: "it is a wasm module".into(),
             });
         };
-        let mounts = mounts(job)?;
+        Ok(self.bwrap_args(job, program, &mounts(job)?))
+    }
+
+    fn bwrap_args(&self, job: &Job, program: &Path, mounts: &[Mount]) -> Vec<OsString> {
         let workdir = job.worktree.as_ref().map_or("/", |w| w.guest.as_str());
-        Ok(bwrap::job_args(
+        bwrap::job_args(
             &self.base_args,
             job.limits.tmp_size.bytes(),
-            &mounts,
+            mounts,
             workdir,
             program,
             &job.args,
-        ))
+        )
     }
 
     /// What this machine offers the native backend, for diagnostics (`wrun doctor`).
@@ -277,8 +280,8 @@ impl NativeSandbox {
                     .into(),
             });
         }
-        // Validate the directories before anything is spawned, whichever path runs.
-        mounts(&job)?;
+        // Checked once, before anything is spawned, whichever path runs.
+        let mounts = mounts(&job)?;
         let guarded = env::guard(&job.env);
         let mut vars = guarded.vars.clone();
         for (name, value) in [("HOME", "/tmp"), ("TMPDIR", "/tmp"), ("PATH", DEFAULT_PATH)] {
@@ -299,7 +302,7 @@ impl NativeSandbox {
                     .as_deref()
                     .ok_or_else(|| Error::SandboxUnavailable("no bwrap".into()))?;
                 let bpf = self.seccomp_program().map_err(Error::SandboxUnavailable)?;
-                let args = self.command_line(&job)?;
+                let args = self.bwrap_args(&job, program, &mounts);
                 let out = spawn::run(spawn::Launch {
                     program: bwrap,
                     args: &args,
@@ -319,7 +322,7 @@ impl NativeSandbox {
             Err(reason) => {
                 // Without the sandbox there are no binds: a program named by its place in the
                 // worktree (`/work/.ai/lint.sh`) runs from the worktree's host directory.
-                let host_program = host_path(&mounts(&job)?, program);
+                let host_program = host_path(&mounts, program);
                 let args: Vec<OsString> = job.args.iter().map(OsString::from).collect();
                 let out = spawn::run(spawn::Launch {
                     program: &host_program,
