@@ -10,17 +10,22 @@ fn wrun_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_wrun"))
 }
 
-fn wrun(fx: &Fixture, args: &[&str]) -> Output {
-    Command::new(wrun_bin())
-        .args(args)
+/// `wrun` in the fixture's worktree with a known environment: canaries it must never pass on, a
+/// HOME for its cache, a PATH for bwrap and bare command names.
+fn wrun_cmd(fx: &Fixture, args: &[&str]) -> Command {
+    let mut cmd = Command::new(wrun_bin());
+    cmd.args(args)
         .current_dir(&fx.worktree)
         .env_clear()
         .env("WRUN_CANARY_TOKEN", CANARY)
         .env("WRUN_CANARY_PLAIN", CANARY)
         .env("HOME", fx.worktree.parent().unwrap())
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .output()
-        .unwrap()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    cmd
+}
+
+fn wrun(fx: &Fixture, args: &[&str]) -> Output {
+    wrun_cmd(fx, args).output().unwrap()
 }
 
 fn code(out: &Output) -> i32 {
@@ -399,14 +404,7 @@ fn the_example_helper_runs_on_a_real_tree() {
 }
 
 fn wrun_with_env(fx: &Fixture, env: (&str, &str), args: &[&str]) -> Output {
-    Command::new(wrun_bin())
-        .args(args)
-        .current_dir(&fx.worktree)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env(env.0, env.1)
-        .output()
-        .unwrap()
+    wrun_cmd(fx, args).env(env.0, env.1).output().unwrap()
 }
 
 fn bwrap_works() -> bool {
