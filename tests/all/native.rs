@@ -156,6 +156,17 @@ r = libc.ptrace(16, 1, 0, 0)
 print("ptrace", r, os.strerror(ctypes.get_errno()))
 r = libc.syscall(310, 1, 0, 0, 0, 0, 0)
 print("process_vm_readv", r, os.strerror(ctypes.get_errno()))
+# The rest of the seccomp denylist, by x86_64 number: each must fail with EPERM (clone3: ENOSYS,
+# so libc falls back to clone, whose namespace flags are checked).
+calls = {"io_uring_setup": (425, 1, 0), "bpf": (321, 0, 0, 0), "perf_event_open": (298, 0, 0, -1, -1, 0),
+         "userfaultfd": (323, 0), "keyctl": (250, 0, 0), "add_key": (248, 0, 0, 0, 0, 0),
+         "mount": (165, 0, 0, 0, 0, 0), "open_by_handle_at": (304, 0, 0, 0), "setns": (308, 0, 0),
+         "unshare": (272, 0x10000000), "clone-newuser": (56, 0x10000000 | 17, 0, 0, 0, 0),
+         "clone-newnet": (56, 0x40000000 | 17, 0, 0, 0, 0), "init_module": (175, 0, 0, 0),
+         "kexec_load": (246, 0, 0, 0, 0), "clone3": (435, 0, 0)}
+for name, args in calls.items():
+    r = libc.syscall(*args)
+    print(name, r, os.strerror(ctypes.get_errno()))
 "#;
     let out = run_native(
         s,
@@ -179,9 +190,15 @@ for fd in (0, 1):
     try:
         fcntl.ioctl(fd, termios.TIOCSTI, b"x"); print("injected")
     except OSError as e: print("tiocsti", errno.errorcode[e.errno])
+try:
+    fcntl.ioctl(1, 0x541C, b"\x00" * 8); print("tioclinux passed")
+except OSError as e: print("tioclinux", errno.errorcode[e.errno])
 "#;
     let out = run_native(s, python(code));
-    assert_eq!(out.stdout.text(), "tiocsti EPERM\ntiocsti EPERM\n");
+    assert_eq!(
+        out.stdout.text(),
+        "tiocsti EPERM\ntiocsti EPERM\ntioclinux EPERM\n"
+    );
     let out = run_native(
         s,
         sh("unshare -U true && echo nested-userns; unshare -r true && echo nested-root"),
