@@ -15,4 +15,5 @@ pub mod install;
 pub mod parse;
 pub mod policy;
 pub mod resolve;
+pub mod shell;
 pub mod untrusted;
