@@ -3,6 +3,7 @@
 
 mod check;
 mod doctor;
+mod helper;
 mod policy;
 mod run;
 
@@ -23,6 +24,12 @@ pub(crate) struct Cli {
 enum Command {
     /// Run a helper (a WASI preview 1 `.wasm` module or a native program) against a worktree.
     Run(Box<run::RunCmd>),
+    /// Run a helper defined in the base branch's `.ai/helpers.toml` against a pull request's
+    /// worktree, under the operator's policy.
+    Helper(Box<helper::HelperCmd>),
+    /// Resolve a helper like `wrun helper` and print the job (program, arguments, binds, env
+    /// names, limits, sandbox) without running it.
+    Explain(Box<helper::ExplainCmd>),
     /// Read a `.wasm` module without running it: what it imports, exports and declares.
     Check(check::CheckCmd),
     /// Work with policy files.
@@ -56,6 +63,8 @@ impl Cli {
         let result = runtime.block_on(async {
             match self.command {
                 Command::Run(cmd) => cmd.execute().await,
+                Command::Helper(cmd) => cmd.execute().await,
+                Command::Explain(cmd) => cmd.execute(),
                 Command::Doctor(cmd) => cmd.execute().await,
                 Command::Check(cmd) => cmd.execute(),
                 Command::Policy(cmd) => cmd.execute(),

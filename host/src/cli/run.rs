@@ -303,7 +303,7 @@ fn changed_files(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 
 /// Writes the outcome: as JSON, or as the helper's own streams plus a diagnostic line on
 /// stderr when the helper did not simply exit.
-fn report(outcome: &Outcome, json: bool, timeout: Duration) -> anyhow::Result<()> {
+pub(crate) fn report(outcome: &Outcome, json: bool, timeout: Duration) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut stdout, outcome)?;

@@ -1,0 +1,389 @@
+//! Helper definitions: `.ai/helpers.toml` on the base repository's default branch (layer 1). The
+//! file is read from git at the base commit ([`crate::git::Repo::read`]), never from the PR's
+//! worktree. Parsed strictly: unknown keys, duplicate names and fields that do not belong to a
+//! helper's kind are errors with the file (and, from the TOML parser, the line).
+//!
+//! ```toml
+//! version = 1
+//!
+//! [[helper]]
+//! name = "tree-stats"
+//! kind = "wasm"
+//! module = ".ai/helpers/tree-stats.wasm"   # a path in the upstream commit
+//! sha256 = "9f2c…"                          # optional pin; another module is refused
+//! args = ["--base", "{base_ref}"]           # templates; only the policy's safe keys
+//! limits = { timeout = "10s" }              # may only tighten the policy
+//!
+//! [[helper]]
+//! name = "ruff"
+//! kind = "native"
+//! command = ["ruff", "check", "--output-format", "concise"]
+//! model_args = { max = 16, flags = ["--fix"] }   # what a model may add (paths after `--`)
+//!
+//! [[helper]]
+//! name = "lint"
+//! kind = "shell"
+//! run = "ruff check . && shellcheck .ai/*.sh"
+//! worktree = "ro"
+//! ```
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::policy::LimitsSpec;
+
+/// Where definitions live in the upstream repository.
+pub const DEFINITIONS_PATH: &str = ".ai/helpers.toml";
+
+/// A definitions file could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("helper definitions {source_name}: {message}")]
+pub struct DefinitionsError {
+    /// Where the file came from (`origin/main:.ai/helpers.toml`).
+    pub source_name: String,
+    /// What is wrong, with the line for syntax errors.
+    pub message: String,
+}
+
+/// What a helper is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A WASI preview 1 module from the upstream repository, run in-process.
+    Wasm,
+    /// A native command (a bare name on the policy's PATH or a script under `.ai/`), in bwrap.
+    Native,
+    /// A bash command string, checked statement by statement, run by bash in bwrap.
+    Shell,
+}
+
+/// How a helper sees the worktree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WorktreeAccess {
+    /// Read-only (the default).
+    #[default]
+    Ro,
+    /// Read-write (`.git` and `.ai/` stay read-only).
+    Rw,
+}
+
+/// What a model may pass to a helper.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModelArgs {
+    /// At most this many arguments (at most 64).
+    pub max: usize,
+    /// Flags accepted exactly as written; every other argument is a path inside the worktree.
+    #[serde(default)]
+    pub flags: Vec<String>,
+}
+
+/// One helper.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Definition {
+    /// Name used to call it: lower-case letters, digits, `-` and `_`, at most 64.
+    pub name: String,
+    /// What it is.
+    pub kind: Kind,
+    /// One line for people.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// wasm: the module's path in the upstream commit.
+    #[serde(default)]
+    pub module: Option<String>,
+    /// wasm: the module's SHA-256 (64 hex digits); another module is refused.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// native: the command; the first entry is resolved (layer 2), the rest are templates.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// shell: the bash command string.
+    #[serde(default)]
+    pub run: Option<String>,
+    /// Argument templates appended after the command (`{key}` for the policy's safe keys).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// What a model may add; absent means the helper takes no model arguments.
+    #[serde(default)]
+    pub model_args: Option<ModelArgs>,
+    /// Worktree access.
+    #[serde(default)]
+    pub worktree: WorktreeAccess,
+    /// Limits, each at most the policy's ceiling.
+    #[serde(default)]
+    pub limits: LimitsSpec,
+}
+
+/// A definitions file as written.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DefinitionsFile {
+    /// Format version: 1.
+    pub version: u32,
+    /// The helpers.
+    #[serde(default, rename = "helper")]
+    pub helpers: Vec<Definition>,
+}
+
+/// The JSON schema of definitions files, as checked in at `policies/definitions.schema.json`.
+pub fn schema() -> String {
+    let schema = schemars::schema_for!(DefinitionsFile);
+    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The most model arguments any definition may accept.
+pub const MAX_MODEL_ARGS: usize = 64;
+
+impl DefinitionsFile {
+    /// Parses and validates definitions text; `source_name` names it in errors.
+    pub fn parse(source_name: &str, text: &str) -> Result<Self, DefinitionsError> {
+        let err = |message: String| DefinitionsError {
+            source_name: source_name.to_owned(),
+            message,
+        };
+        let file: Self = toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
+        if file.version != 1 {
+            return Err(err(format!(
+                "version {} is not supported; this wrun reads version 1",
+                file.version
+            )));
+        }
+        let mut names = BTreeSet::new();
+        for def in &file.helpers {
+            def.validate()
+                .map_err(|m| err(format!("helper {:?}: {m}", def.name)))?;
+            if !names.insert(def.name.as_str()) {
+                return Err(err(format!("helper {:?} is defined twice", def.name)));
+            }
+        }
+        Ok(file)
+    }
+
+    /// The helper called `name`.
+    pub fn get(&self, name: &str) -> Option<&Definition> {
+        self.helpers.iter().find(|d| d.name == name)
+    }
+
+    /// The names defined, for error messages.
+    pub fn names(&self) -> Vec<&str> {
+        self.helpers.iter().map(|d| d.name.as_str()).collect()
+    }
+}
+
+impl Definition {
+    fn validate(&self) -> Result<(), String> {
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 64
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+            && !self.name.starts_with('-');
+        if !name_ok {
+            return Err("a name is 1-64 of a-z, 0-9, '-' and '_', not starting with '-'".into());
+        }
+        let extra = |field: &str| format!("`{field}` does not apply to a {:?} helper", self.kind);
+        match self.kind {
+            Kind::Wasm => {
+                let module = self.module.as_deref().ok_or("a wasm helper needs `module`")?;
+                if !is_repo_path(module) {
+                    return Err(format!(
+                        "module {module:?} must be a relative path in the repository without `..`"
+                    ));
+                }
+                if let Some(hash) = &self.sha256
+                    && (hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()))
+                {
+                    return Err(format!("sha256 {hash:?} is not 64 hex digits"));
+                }
+                for (field, set) in [("command", self.command.is_some()), ("run", self.run.is_some())] {
+                    if set {
+                        return Err(extra(field));
+                    }
+                }
+            }
+            Kind::Native => {
+                let command = self.command.as_deref().ok_or("a native helper needs `command`")?;
+                if command.first().is_none_or(String::is_empty) {
+                    return Err("`command` needs at least the program".into());
+                }
+                for (field, set) in [
+                    ("module", self.module.is_some()),
+                    ("sha256", self.sha256.is_some()),
+                    ("run", self.run.is_some()),
+                ] {
+                    if set {
+                        return Err(extra(field));
+                    }
+                }
+            }
+            Kind::Shell => {
+                let run = self.run.as_deref().ok_or("a shell helper needs `run`")?;
+                if run.trim().is_empty() {
+                    return Err("`run` is empty".into());
+                }
+                for (field, set) in [
+                    ("module", self.module.is_some()),
+                    ("sha256", self.sha256.is_some()),
+                    ("command", self.command.is_some()),
+                ] {
+                    if set {
+                        return Err(extra(field));
+                    }
+                }
+            }
+        }
+        if let Some(m) = &self.model_args {
+            if m.max == 0 || m.max > MAX_MODEL_ARGS {
+                return Err(format!("model_args.max must be 1..={MAX_MODEL_ARGS}"));
+            }
+            if let Some(f) = m
+                .flags
+                .iter()
+                .find(|f| !f.starts_with('-') || f.contains(['\0', '\n']))
+            {
+                return Err(format!("model_args.flags: {f:?} is not a flag"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_repo_path(path: &str) -> bool {
+    let p = Path::new(path);
+    !path.is_empty()
+        && p.components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<DefinitionsFile, DefinitionsError> {
+        DefinitionsFile::parse("origin/main:.ai/helpers.toml", text)
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // a test switch, not wrun reading its environment
+    fn the_checked_in_schema_is_current() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/definitions.schema.json");
+        let current = schema();
+        if std::env::var_os("WRUN_BLESS").is_some() {
+            std::fs::write(&path, &current).expect("write schema");
+        }
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == current,
+            "policies/definitions.schema.json is out of date: run `WRUN_BLESS=1 cargo test -p wrun-host schema`"
+        );
+        let schema: serde_json::Value = serde_json::from_str(&current).expect("schema is JSON");
+        let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+        let example: toml::Value = toml::from_str(EXAMPLE).expect("toml");
+        assert!(validator.is_valid(&serde_json::to_value(example).expect("json")));
+        let typo =
+            serde_json::json!({"version": 1, "helper": [{"name": "x", "kind": "wasm", "modul": "a.wasm"}]});
+        assert!(!validator.is_valid(&typo));
+    }
+
+    const EXAMPLE: &str = r#"
+version = 1
+
+[[helper]]
+name = "tree-stats"
+kind = "wasm"
+module = ".ai/helpers/tree-stats.wasm"
+sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
+args = ["--base", "{base_ref}"]
+limits = { timeout = "10s" }
+
+[[helper]]
+name = "ruff"
+kind = "native"
+command = ["ruff", "check"]
+model_args = { max = 16, flags = ["--fix"] }
+
+[[helper]]
+name = "lint"
+kind = "shell"
+run = "ruff check . && shellcheck .ai/*.sh"
+worktree = "rw"
+"#;
+
+    #[test]
+    fn the_example_parses() {
+        let file = parse(EXAMPLE).expect("valid");
+        assert_eq!(file.names(), ["tree-stats", "ruff", "lint"]);
+        assert_eq!(file.get("lint").map(|d| d.worktree), Some(WorktreeAccess::Rw));
+    }
+
+    #[test]
+    fn malformed_definitions_fail_with_the_reason() {
+        for (text, needle) in [
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"wasm\"\nmodul = \"a\"\n",
+                "line 5",
+            ),
+            ("version = 2\n", "version 2"),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"docker\"\n",
+                "unknown variant",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"wasm\"\n",
+                "needs `module`",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"native\"\ncommand = []\n",
+                "at least",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \" \"\n",
+                "empty",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"native\"\ncommand = [\"a\"]\nrun = \"b\"\n",
+                "does not apply",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"wasm\"\nmodule = \"../up.wasm\"\n",
+                "without `..`",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"wasm\"\nmodule = \"a.wasm\"\nsha256 = \"abc\"\n",
+                "64 hex",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"X Y\"\nkind = \"shell\"\nrun = \"true\"\n",
+                "a name is",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\n",
+                "twice",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\nmodel_args = { max = 0 }\n",
+                "model_args.max",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\nmodel_args = { max = 2, flags = [\"fix\"] }\n",
+                "not a flag",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\nlimits = { max_processes = -1 }\n",
+                "invalid value",
+            ),
+        ] {
+            let err = parse(text).expect_err(text).to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+            assert!(err.contains("origin/main:.ai/helpers.toml"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! From a request to a job: the host's layers applied in order to one named helper.
+//!
+//! 1. the definition is read from the base commit (layer 1; the caller ran the `.ai/` overlay);
+//! 2. limits: the policy's defaults tightened by the definition, never above a ceiling;
+//! 3. argument templates expanded with trusted, safe keys only (layer 4);
+//! 4. model arguments checked: declared flags, paths inside the worktree, after `--` (layer 4);
+//! 5. the program: a wasm module from the base commit (its sha256 checked against the pin), a
+//!    native command resolved (layer 2), or a shell string checked statement by statement with
+//!    every command in it resolved too (layer 4, then layer 2);
+//! 6. the environment: the policy's allowlist and fixed values (layer 5; the runtime's guard
+//!    drops credentials and loader variables);
+//! 7. the sandbox mode and read-only binds from the policy.
+//!
+//! The result is a [`Plan`]: the job, and everything `wrun explain` and the audit line show.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use wrun_runtime::env::{DroppedEnv, guard};
+use wrun_runtime::{Access, Job, Limits, Mount, SandboxMode, WasmModule};
+
+use crate::args::ArgRules;
+use crate::audit::DefinitionSource;
+use crate::definitions::{DEFINITIONS_PATH, DefinitionsFile, Kind, WorktreeAccess};
+use crate::expand::Var;
+use crate::git::Repo;
+use crate::policy::Policy;
+use crate::resolve::{Resolved, resolve};
+use crate::shell::{self, ShellRules};
+
+/// The largest module read from git.
+const MAX_MODULE_BYTES: usize = 128 << 20;
+
+/// A request for one helper.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// The helper's name.
+    pub helper: String,
+    /// Arguments from the review loop (possibly from a model): checked, never interpolated.
+    pub model_args: Vec<String>,
+    /// Template variables with their origin.
+    pub vars: BTreeMap<String, Var>,
+}
+
+/// Why a request cannot become a job. Every variant is a refusal (exit 125).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// git failed.
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+    /// The definitions file is invalid.
+    #[error(transparent)]
+    Definitions(#[from] crate::definitions::DefinitionsError),
+    /// No such helper.
+    #[error("no helper {name:?} in {source_name}; defined: {known:?}")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The file read.
+        source_name: String,
+        /// The names it defines.
+        known: Vec<String>,
+    },
+    /// A limit is out of range.
+    #[error("helper {helper:?}: {source}")]
+    Limits {
+        /// The helper.
+        helper: String,
+        /// Why.
+        #[source]
+        source: crate::policy::PolicyError,
+    },
+    /// A template could not be expanded.
+    #[error(transparent)]
+    Expand(#[from] crate::expand::ExpandError),
+    /// A model argument was refused.
+    #[error(transparent)]
+    Args(#[from] crate::args::ArgError),
+    /// The helper takes no model arguments.
+    #[error("helper {0:?} takes no arguments from the request (its definition has no model_args)")]
+    NoModelArgs(String),
+    /// A command was refused (layer 2).
+    #[error(transparent)]
+    Resolve(#[from] crate::resolve::ResolveError),
+    /// A shell string was refused.
+    #[error(transparent)]
+    Shell(#[from] crate::shell::ShellError),
+    /// The module's hash does not match the pin.
+    #[error(
+        "helper {helper:?}: module {module} has sha256 {actual}, but the definition pins {pinned}; refusing to run it"
+    )]
+    HashMismatch {
+        /// The helper.
+        helper: String,
+        /// The module path.
+        module: String,
+        /// The pin.
+        pinned: String,
+        /// What was read.
+        actual: String,
+    },
+    /// The module is too large.
+    #[error("helper {helper:?}: module {module} is larger than {MAX_MODULE_BYTES} bytes")]
+    ModuleTooLarge {
+        /// The helper.
+        helper: String,
+        /// The module path.
+        module: String,
+    },
+}
+
+/// A request resolved into a job, with what was decided on the way.
+#[derive(Debug)]
+pub struct Plan {
+    /// The helper's name.
+    pub helper: String,
+    /// Its kind.
+    pub kind: Kind,
+    /// Where its definition came from.
+    pub source: DefinitionSource,
+    /// The resolved program: an absolute path (native, shell: bash) or `sha256:<hex>` (wasm).
+    pub program: String,
+    /// The job to run.
+    pub job: Job,
+    /// The sandbox mode for native helpers.
+    pub sandbox: SandboxMode,
+    /// Decisions worth recording: what was dropped, checked or pinned.
+    pub decisions: Vec<String>,
+}
+
+/// What `wrun explain` prints: the plan without values of anything secret.
+#[derive(Debug, Serialize)]
+pub struct Explanation<'a> {
+    /// The helper.
+    pub helper: &'a str,
+    /// Its kind.
+    pub kind: Kind,
+    /// Where its definition came from.
+    pub definition: &'a DefinitionSource,
+    /// The resolved program.
+    pub program: &'a str,
+    /// Its arguments.
+    pub args: &'a [String],
+    /// The worktree and further binds: `host -> guest (ro|rw)`.
+    pub binds: Vec<String>,
+    /// Names of the variables the helper gets (values are not shown).
+    pub env: Vec<String>,
+    /// Names dropped by the guard, with the reason.
+    pub env_dropped: Vec<DroppedEnv>,
+    /// The limits.
+    pub limits: &'a Limits,
+    /// The sandbox mode for native helpers (`wasm` helpers always run in wasmtime).
+    pub sandbox: SandboxMode,
+    /// Decisions.
+    pub decisions: &'a [String],
+}
+
+impl Plan {
+    /// What `wrun explain` shows of this plan.
+    pub fn explain(&self) -> Explanation<'_> {
+        let guarded = guard(&self.job.env);
+        let mount = |m: &Mount| {
+            format!(
+                "{} -> {} ({})",
+                m.host.display(),
+                m.guest,
+                if m.access == Access::ReadWrite { "rw" } else { "ro" }
+            )
+        };
+        Explanation {
+            helper: &self.helper,
+            kind: self.kind,
+            definition: &self.source,
+            program: &self.program,
+            args: &self.job.args,
+            binds: self
+                .job
+                .worktree
+                .iter()
+                .chain(&self.job.dirs)
+                .map(mount)
+                .collect(),
+            env: guarded.vars.into_iter().map(|(name, _)| name).collect(),
+            env_dropped: guarded.dropped,
+            limits: &self.job.limits,
+            sandbox: self.sandbox,
+            decisions: &self.decisions,
+        }
+    }
+}
+
+/// Reads the definitions at `commit` and turns `request` into a plan.
+///
+/// `env_lookup` reads a variable of wrun's environment (the host passes
+/// [`crate::ambient::var`]); only the policy's allowlisted names are asked for.
+///
+/// # Security
+/// Reads the definitions and wasm modules from git (the base commit), and the worktree (which
+/// the caller overlaid with upstream's `.ai/`) only through cap-std handles.
+pub fn plan(
+    policy: &Policy,
+    repo: &Repo,
+    base: &str,
+    commit: &str,
+    worktree: &Path,
+    request: &Request,
+    env_lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Plan, PlanError> {
+    let source_name = format!("{base}:{DEFINITIONS_PATH}");
+    let text = repo.read(commit, DEFINITIONS_PATH)?;
+    let text = String::from_utf8(text).map_err(|_| crate::definitions::DefinitionsError {
+        source_name: source_name.clone(),
+        message: "not UTF-8".into(),
+    })?;
+    let file = DefinitionsFile::parse(&source_name, &text)?;
+    let def = file.get(&request.helper).ok_or_else(|| PlanError::Unknown {
+        name: request.helper.clone(),
+        source_name: source_name.clone(),
+        known: file.names().into_iter().map(str::to_owned).collect(),
+    })?;
+    let helper = def.name.clone();
+    let mut decisions = Vec::new();
+
+    let limits = policy
+        .limits_for(&def.limits)
+        .map_err(|source| PlanError::Limits {
+            helper: helper.clone(),
+            source,
+        })?;
+    let template_args = crate::expand::expand(&def.args, &request.vars, &policy.templates.safe_keys)?;
+    let model_args = match &def.model_args {
+        _ if request.model_args.is_empty() => Vec::new(),
+        None => return Err(PlanError::NoModelArgs(helper)),
+        Some(m) => {
+            let rules = ArgRules {
+                flags: m.flags.clone(),
+                max_count: m.max,
+                ..ArgRules::default()
+            };
+            crate::args::check(&request.model_args, &rules, worktree)?
+        }
+    };
+    let guest_root = Path::new(wrun_runtime::job::DEFAULT_WORKTREE_GUEST);
+    let in_sandbox = |resolved: Resolved| match resolved {
+        Resolved::System(p) => p,
+        Resolved::Upstream(rel) => guest_root.join(rel),
+    };
+
+    let (program, job) = match def.kind {
+        Kind::Wasm => {
+            let module_path = def.module.clone().unwrap_or_default();
+            let bytes = repo.read(commit, &module_path)?;
+            if bytes.len() > MAX_MODULE_BYTES {
+                return Err(PlanError::ModuleTooLarge {
+                    helper,
+                    module: module_path,
+                });
+            }
+            let module = WasmModule::from_bytes(helper.clone(), bytes);
+            let actual = module.sha256_hex();
+            if let Some(pinned) = &def.sha256 {
+                if !pinned.eq_ignore_ascii_case(&actual) {
+                    return Err(PlanError::HashMismatch {
+                        helper,
+                        module: module_path,
+                        pinned: pinned.clone(),
+                        actual,
+                    });
+                }
+                decisions.push(format!("module {module_path} matches its sha256 pin"));
+            } else {
+                decisions.push(format!("module {module_path} is not pinned (sha256 {actual})"));
+            }
+            let job = Job::wasm(module).args(template_args).args(model_args);
+            (format!("sha256:{actual}"), job)
+        }
+        Kind::Native => {
+            let command = def.command.clone().unwrap_or_default();
+            let (first, rest) = command
+                .split_first()
+                .ok_or_else(|| crate::resolve::ResolveError {
+                    command: String::new(),
+                    reason: "empty command".into(),
+                })?;
+            let program = in_sandbox(resolve(first, &policy.native.path, worktree)?);
+            let fixed = crate::expand::expand(rest, &request.vars, &policy.templates.safe_keys)?;
+            let job = Job::native(&program)
+                .args(fixed)
+                .args(template_args)
+                .args(model_args);
+            (program.display().to_string(), job)
+        }
+        Kind::Shell => {
+            let run = def.run.clone().unwrap_or_default();
+            let rules = ShellRules {
+                deny: policy.shell.deny.clone(),
+                allow: policy.shell.allow.clone(),
+            };
+            let checked = shell::check(&run, &rules)?;
+            for statement in &checked.statements {
+                if !shell::is_builtin(&statement.command) {
+                    resolve(&statement.command, &policy.native.path, worktree)?;
+                }
+                for script in &statement.scripts {
+                    resolve(script, &policy.native.path, worktree)?;
+                }
+            }
+            decisions.push(format!(
+                "shell command checked: {} statements, all resolved",
+                checked.statements.len()
+            ));
+            let bash = in_sandbox(resolve("bash", &policy.native.path, worktree)?);
+            let script = format!("{}{run}", shell::PRELUDE);
+            let job = Job::native(&bash)
+                .args(["--noprofile", "--norc", "-c"])
+                .arg(script)
+                .arg(format!("wrun-{helper}"))
+                .args(template_args)
+                .args(model_args);
+            (bash.display().to_string(), job)
+        }
+    };
+
+    let access = match def.worktree {
+        WorktreeAccess::Ro => Access::ReadOnly,
+        WorktreeAccess::Rw => Access::ReadWrite,
+    };
+    let mut job = job.worktree(worktree, access).limits(limits);
+    if def.kind != Kind::Wasm {
+        for dir in &policy.native.ro_binds {
+            job = job.dir(Mount::new(
+                dir.clone(),
+                dir.display().to_string(),
+                Access::ReadOnly,
+            ));
+        }
+    }
+    job.env = policy.env_for(env_lookup);
+    if def.kind == Kind::Shell && !job.env.iter().any(|v| v.name == "PATH") {
+        let path = policy
+            .native
+            .path
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":");
+        job = job.policy_env("PATH", path);
+    }
+    for dropped in guard(&job.env).dropped {
+        decisions.push(format!("env {} dropped ({:?})", dropped.name, dropped.reason));
+    }
+    Ok(Plan {
+        helper,
+        kind: def.kind,
+        source: DefinitionSource {
+            git_ref: base.to_owned(),
+            commit: commit.to_owned(),
+        },
+        program,
+        job,
+        sandbox: policy.sandbox,
+        decisions,
+    })
+}
+
+/// The path of the git binary wrun runs: found on wrun's `PATH`.
+pub fn git_binary() -> Option<PathBuf> {
+    crate::ambient::which("git")
+}
