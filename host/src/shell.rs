@@ -83,17 +83,56 @@ impl ShellError {
     }
 }
 
+/// The longest program checked.
+pub const MAX_PROGRAM_BYTES: usize = 16 * 1024;
+
+/// The deepest bracket nesting checked (the parser recurses per level).
+const MAX_NESTING: usize = 32;
+
 /// Checks a bash program; see the module documentation for what is refused.
 pub fn check(program: &str, rules: &ShellRules) -> Result<Checked, ShellError> {
-    let mut checker = Checker {
-        rules,
-        statements: Vec::new(),
-        depth: 0,
-    };
-    checker.program(program)?;
-    Ok(Checked {
-        statements: checker.statements,
-    })
+    if program.len() > MAX_PROGRAM_BYTES {
+        return Err(ShellError::new(
+            format!("longer than {MAX_PROGRAM_BYTES} bytes; put long logic in an upstream .ai/ script"),
+            None,
+        ));
+    }
+    if nesting(program) > MAX_NESTING {
+        return Err(ShellError::new(
+            format!("brackets nested deeper than {MAX_NESTING} levels"),
+            None,
+        ));
+    }
+    // The parser is third-party code fed hostile text: a panic in it is a refusal, not a crash.
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut checker = Checker {
+            rules,
+            statements: Vec::new(),
+            depth: 0,
+        };
+        checker.program(program).map(|()| checker.statements)
+    }));
+    match run {
+        Ok(result) => result.map(|statements| Checked { statements }),
+        Err(_) => Err(ShellError::new("the shell parser failed on it (refused)", None)),
+    }
+}
+
+/// The deepest nesting of `(`, `{` and `[` anywhere in `text`, quotes ignored (an over-count
+/// only refuses more).
+fn nesting(text: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for b in text.bytes() {
+        match b {
+            b'(' | b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
 }
 
 const SHELLS: &[&str] = &[
@@ -1170,6 +1209,15 @@ mod tests {
             vec!["true"; MAX_STATEMENTS - 1].join(" && ")
         );
         assert!(refused(&nested).contains("more than 50"));
+    }
+
+    #[test]
+    fn oversized_and_deeply_nested_programs_are_refused_before_parsing() {
+        assert!(refused(&"true; ".repeat(4000)).contains("longer than"));
+        let deep = format!("{}true{}", "( ".repeat(200), " )".repeat(200));
+        assert!(refused(&deep).contains("nested deeper"));
+        let backticks = format!("echo {}", "$(".repeat(40));
+        refused(&backticks);
     }
 
     #[test]

@@ -573,3 +573,55 @@ fn a_helper_that_forges_the_end_marker_cannot_close_the_block() {
     assert!(begin < forged && forged < pretend && pretend < end, "{text}");
     assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
 }
+
+#[test]
+fn git_applies_no_filter_of_the_pull_request_and_no_remote_helper() {
+    let r = Repos::new();
+    let pr = r.path("pr");
+    let canary = r.path("filter-ran");
+    let script = r.path("smudge.sh");
+    executable(
+        &script,
+        &format!("#!/bin/sh\necho smudge >> {}\ncat\n", canary.display()),
+    );
+    // The PR's .gitattributes asks for a filter on .ai/, and the clone's config defines it.
+    write(&pr.join(".gitattributes"), ".ai/** filter=evil\n");
+    git(&pr, &["config", "filter.evil.smudge", script.to_str().unwrap()]);
+    git(&pr, &["config", "filter.evil.required", "false"]);
+    let o = r.helper("marker", &[]);
+    assert_eq!(
+        (code(&o), out(&o).as_str()),
+        (0, "upstream marker\nargs: \n"),
+        "{}",
+        err(&o)
+    );
+    assert!(
+        !canary.exists(),
+        "the overlay ran the pull request's smudge filter"
+    );
+    // The twin: git's own checkout of .ai/ runs it.
+    std::fs::remove_file(pr.join(".ai/marker")).unwrap();
+    git(&pr, &["checkout", "HEAD", "--", ".ai/marker"]);
+    assert!(
+        canary.exists(),
+        "the filter is inert, so this test proves nothing"
+    );
+
+    // A remote URL naming a remote helper (`ext::`) is not run; the fetch fails closed.
+    let ran = r.path("ext-ran");
+    let url = format!("ext::sh -c touch% {}", ran.display());
+    git(&pr, &["remote", "set-url", "origin", &url]);
+    let o = r.helper("marker", &[]);
+    assert_eq!(code(&o), 125, "{}", err(&o));
+    assert!(!ran.exists(), "git ran the ext:: remote helper");
+    assert!(!pr.join(".ai").exists());
+    let twin = Command::new("git")
+        .current_dir(&pr)
+        .args(["-c", "protocol.ext.allow=always", "fetch", "-q", "origin"])
+        .output()
+        .unwrap();
+    assert!(
+        ran.exists(),
+        "ext:: is inert here, so this test proves nothing: {twin:?}"
+    );
+}
