@@ -2,7 +2,8 @@
 # Installs what wrun's test suite needs, and nothing already present. With --build-only, only
 # what building and running wrun needs (the first four items below: no ruff, no ripgrep).
 #   - the wasm32-wasip1 Rust target (rustup), to build the guest programs;
-#   - bubblewrap and shellcheck (apt-get), for the native sandbox and a real native tool;
+#   - bubblewrap, shellcheck and git (apt-get), for the native sandbox, a real native tool and
+#     the repositories helper definitions are read from;
 #   - libseccomp-dev and pkg-config (apt-get), to build the seccomp filter;
 #   - ruff (PyPI) in the venv target/tools-venv, the real Python linter the tests run sandboxed;
 #   - ripgrep (crates.io) built for wasm32-wasip1 into target/wasm-tools, a real third-party
@@ -15,6 +16,7 @@ rustup target add wasm32-wasip1
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+command -v git >/dev/null 2>&1 || need+=(git)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 pkg-config --exists libseccomp 2>/dev/null || need+=(libseccomp-dev)
 sudo=""

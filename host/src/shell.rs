@@ -1221,6 +1221,13 @@ mod tests {
     }
 
     #[test]
+    fn a_parser_panic_is_a_refusal() {
+        // Found by the shell_check fuzz target: brush-parser 0.4 unwraps an fd number that
+        // overflows.
+        assert!(refused("echo 3333333333333333333333333333333>x").contains("parser failed"));
+    }
+
+    #[test]
     fn parse_failures_fail_closed() {
         for program in [
             "echo \"unterminated",

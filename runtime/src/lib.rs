@@ -31,9 +31,11 @@ pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod native;
 pub mod outcome;
+#[cfg(feature = "wasm")]
 mod runner;
 mod sandbox;
 mod sys;
+#[cfg(feature = "wasm")]
 pub mod wasm;
 
 pub use capture::{Capture, Captured};
@@ -43,6 +45,8 @@ pub use limits::{ByteSize, Limits};
 #[cfg(target_os = "linux")]
 pub use native::{NativeConfig, NativeSandbox, SandboxMode};
 pub use outcome::{Backend, CacheUse, Confinement, Outcome, ProcessLimit, Status, Usage};
+#[cfg(feature = "wasm")]
 pub use runner::Runner;
 pub use sandbox::{BoxFuture, Sandbox};
+#[cfg(feature = "wasm")]
 pub use wasm::{Allocator, WasmConfig, WasmSandbox};
