@@ -273,6 +273,18 @@ struct Resolved {
     unquoted_glob: bool,
 }
 
+impl Default for Resolved {
+    /// The empty word: literal and empty.
+    fn default() -> Self {
+        Self {
+            literal: Some(String::new()),
+            pattern: String::new(),
+            unquoted_param: false,
+            unquoted_glob: false,
+        }
+    }
+}
+
 fn parser_options() -> brush_parser::ParserOptions {
     brush_parser::ParserOptions {
         enable_extended_globbing: false,
@@ -785,12 +797,7 @@ impl Checker<'_> {
     fn heredoc(&mut self, body: &str) -> Result<(), ShellError> {
         let pieces = brush_parser::word::parse_heredoc(body, &parser_options())
             .map_err(|e| ShellError::new(format!("a here-document does not parse: {e}"), None))?;
-        let mut out = Resolved {
-            literal: Some(String::new()),
-            pattern: String::new(),
-            unquoted_param: false,
-            unquoted_glob: false,
-        };
+        let mut out = Resolved::default();
         for p in &pieces {
             self.piece(p, body, true, &mut out)?;
         }
@@ -801,12 +808,7 @@ impl Checker<'_> {
     fn word(&mut self, w: &ast::Word) -> Result<Resolved, ShellError> {
         let pieces = brush_parser::word::parse(&w.value, &parser_options())
             .map_err(|e| ShellError::new(format!("a word does not parse: {e}"), Some(&w.value)))?;
-        let mut out = Resolved {
-            literal: Some(String::new()),
-            pattern: String::new(),
-            unquoted_param: false,
-            unquoted_glob: false,
-        };
+        let mut out = Resolved::default();
         for p in &pieces {
             self.piece(p, &w.value, false, &mut out)?;
         }

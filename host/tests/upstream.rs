@@ -210,6 +210,17 @@ safe_keys = ["base_ref", "pr_title"]
         cmd.output().unwrap()
     }
 
+    /// Runs the `marker` helper and checks it printed upstream's `.ai/marker`.
+    fn assert_upstream_marker(&self) {
+        let o = self.helper("marker", &[]);
+        assert_eq!(
+            (code(&o), out(&o).as_str()),
+            (0, "upstream marker\nargs: \n"),
+            "{}",
+            err(&o)
+        );
+    }
+
     /// `wrun helper NAME` on the pull request against origin/main under policy.toml.
     fn helper(&self, name: &str, extra: &[&str]) -> Output {
         let mut args = vec![
@@ -242,13 +253,7 @@ fn code(o: &Output) -> i32 {
 #[test]
 fn upstream_ai_replaces_the_pull_requests_and_its_definitions_are_the_only_ones() {
     let r = Repos::new();
-    let o = r.helper("marker", &[]);
-    assert_eq!(
-        (code(&o), out(&o).as_str()),
-        (0, "upstream marker\nargs: \n"),
-        "{}",
-        err(&o)
-    );
+    r.assert_upstream_marker();
     // The PR's edited script is gone from the worktree; upstream's is back.
     let lint = std::fs::read_to_string(r.path("pr/.ai/lint.sh")).unwrap();
     assert!(lint.contains("upstream lint") && !lint.contains("PWNED"));
@@ -315,13 +320,7 @@ fn a_symlinked_ai_is_removed_not_followed() {
     write(&victim.join("keep.txt"), "keep\n");
     std::fs::remove_dir_all(r.path("pr/.ai")).unwrap();
     std::os::unix::fs::symlink(&victim, r.path("pr/.ai")).unwrap();
-    let o = r.helper("marker", &[]);
-    assert_eq!(
-        (code(&o), out(&o).as_str()),
-        (0, "upstream marker\nargs: \n"),
-        "{}",
-        err(&o)
-    );
+    r.assert_upstream_marker();
     assert!(
         victim.join("keep.txt").exists(),
         "the overlay followed the .ai symlink"
@@ -433,9 +432,8 @@ fn output_caps_hold_on_every_path_sandboxed_or_not() {
 #[test]
 fn helper_sandbox_may_tighten_the_policy_but_not_loosen_it() {
     let r = Repos::new();
-    r.policy("policy.toml", "require", "");
-    let o = r.wrun_with(
-        &[
+    let explain = |sandbox: &str| {
+        let args = [
             "explain",
             "marker",
             "--repo",
@@ -444,9 +442,11 @@ fn helper_sandbox_may_tighten_the_policy_but_not_loosen_it() {
             "origin/main",
             "--policy",
             "policy.toml",
-        ],
-        &[("HELPER_SANDBOX", "off")],
-    );
+        ];
+        r.wrun_with(&args, &[("HELPER_SANDBOX", sandbox)])
+    };
+    r.policy("policy.toml", "require", "");
+    let o = explain("off");
     assert_eq!(code(&o), 0, "{}", err(&o));
     assert!(
         out(&o).contains("\"sandbox\": \"require\"") && err(&o).contains("looser"),
@@ -454,19 +454,7 @@ fn helper_sandbox_may_tighten_the_policy_but_not_loosen_it() {
         out(&o)
     );
     r.policy("policy.toml", "off", "");
-    let o = r.wrun_with(
-        &[
-            "explain",
-            "marker",
-            "--repo",
-            "pr",
-            "--base",
-            "origin/main",
-            "--policy",
-            "policy.toml",
-        ],
-        &[("HELPER_SANDBOX", "require")],
-    );
+    let o = explain("require");
     assert!(out(&o).contains("\"sandbox\": \"require\""), "{}", out(&o));
 }
 
@@ -588,13 +576,7 @@ fn git_applies_no_filter_of_the_pull_request_and_no_remote_helper() {
     write(&pr.join(".gitattributes"), ".ai/** filter=evil\n");
     git(&pr, &["config", "filter.evil.smudge", script.to_str().unwrap()]);
     git(&pr, &["config", "filter.evil.required", "false"]);
-    let o = r.helper("marker", &[]);
-    assert_eq!(
-        (code(&o), out(&o).as_str()),
-        (0, "upstream marker\nargs: \n"),
-        "{}",
-        err(&o)
-    );
+    r.assert_upstream_marker();
     assert!(
         !canary.exists(),
         "the overlay ran the pull request's smudge filter"
