@@ -5,8 +5,8 @@
 #   shell_check        shell-string helpers
 # cargo-fuzz (crates.io) is installed into host/fuzz/target/tools if missing. The targets are
 # built without a sanitizer (the host crate forbids unsafe code) on the stable toolchain;
-# RUSTC_BOOTSTRAP lets it accept the coverage flags cargo-fuzz passes. A crash fails the script
-# and leaves the input in host/fuzz/artifacts/.
+# RUSTC_BOOTSTRAP lets it accept the coverage flags cargo-fuzz passes. A crash, or one input
+# taking over 10 s, fails the script and leaves the input in host/fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-20}"
@@ -21,7 +21,7 @@ for target in policy_parse definitions_parse shell_check; do
     mkdir -p "corpus-run/$target"
     log="target/fuzz-$target.log"
     if ! "${fuzz[@]}" run -s none "$target" "corpus-run/$target" "corpus/$target" -- \
-        -max_total_time="$seconds" -max_len=4096 -print_final_stats=1 >"$log" 2>&1; then
+        -max_total_time="$seconds" -max_len=4096 -timeout=10 -print_final_stats=1 >"$log" 2>&1; then
         tail -n 60 "$log"
         echo "fuzz target $target failed; the input is in host/fuzz/artifacts/$target/" >&2
         exit 1
