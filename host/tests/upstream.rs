@@ -613,3 +613,21 @@ fn git_applies_no_filter_of_the_pull_request_and_no_remote_helper() {
         "ext:: is inert here, so this test proves nothing: {twin:?}"
     );
 }
+
+#[test]
+fn an_audit_log_that_cannot_be_written_refuses_the_run() {
+    let r = Repos::new();
+    let log = r.path("no-such-dir/audit.jsonl");
+    r.policy(
+        "policy.toml",
+        "auto",
+        &format!("[audit]\nlog = \"{}\"\n", log.display()),
+    );
+    let o = r.helper("marker", &[]);
+    assert_eq!(code(&o), 125);
+    assert!(err(&o).contains("audit log"), "{}", err(&o));
+    assert!(
+        !out(&o).contains("upstream marker"),
+        "the helper ran without its audit line"
+    );
+}
