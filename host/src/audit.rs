@@ -32,12 +32,12 @@ pub struct Record<'a> {
     pub program: &'a str,
     /// Policy decisions: what was refused, dropped or clamped, one sentence each.
     pub decisions: &'a [String],
-    /// The limits the run had.
-    pub limits: &'a Limits,
+    /// The limits the run had (none for a request refused before it became a job).
+    pub limits: Option<&'a Limits>,
     /// How it ended.
     pub status: &'a Status,
-    /// Which backend and confinement.
-    pub backend: &'a Backend,
+    /// Which backend and confinement (none for a request refused before it became a job).
+    pub backend: Option<&'a Backend>,
     /// Wall time in milliseconds.
     pub wall_ms: u64,
     /// Bytes the helper wrote to stdout / kept.
@@ -58,6 +58,21 @@ impl<'a> Record<'a> {
         limits: &'a Limits,
         outcome: &'a Outcome,
     ) -> Self {
+        Self {
+            limits: Some(limits),
+            backend: Some(&outcome.backend),
+            ..Self::refused(helper, definition, program, decisions, outcome)
+        }
+    }
+
+    /// A record for a request refused before it became a job: no limits, no backend.
+    pub fn refused(
+        helper: &'a str,
+        definition: Option<&'a DefinitionSource>,
+        program: &'a str,
+        decisions: &'a [String],
+        outcome: &'a Outcome,
+    ) -> Self {
         let kept = |c: &wrun_runtime::Captured| (c.total_bytes, c.total_bytes - c.cut_bytes);
         Self {
             time: SystemTime::now()
@@ -67,9 +82,9 @@ impl<'a> Record<'a> {
             definition,
             program,
             decisions,
-            limits,
+            limits: None,
             status: &outcome.status,
-            backend: &outcome.backend,
+            backend: None,
             wall_ms: u64::try_from(outcome.usage.wall_time.as_millis()).unwrap_or(u64::MAX),
             stdout_bytes: kept(&outcome.stdout),
             stderr_bytes: kept(&outcome.stderr),

@@ -528,6 +528,7 @@ fn each_run_and_each_refusal_writes_one_audit_line_without_values() {
     );
     assert!(lines[0]["decisions"].to_string().contains("sha256 pin"));
     assert_eq!(lines[1]["status"]["kind"], "refused");
+    assert!(lines[1]["backend"].is_null() && lines[1]["limits"].is_null());
     assert!(
         lines[1]["decisions"]
             .to_string()

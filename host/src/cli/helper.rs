@@ -13,7 +13,7 @@ use wrun_host::git::{BaseRef, Repo};
 use wrun_host::helper::{Plan, Request};
 use wrun_host::policy::Policy;
 use wrun_host::{ambient, exit, untrusted};
-use wrun_runtime::{Backend, Limits, Outcome, Runner, Sandbox, SandboxMode, WasmConfig, WasmSandbox};
+use wrun_runtime::{Backend, Outcome, Runner, Sandbox, SandboxMode, WasmConfig, WasmSandbox};
 
 /// The policy used when `--policy` is not given.
 const DEFAULT_POLICY: &str = include_str!("../../../policies/default.toml");
@@ -236,15 +236,14 @@ impl HelperCmd {
             Ok(plan) => plan,
             Err(e) => {
                 if let Some(log) = &audit_log {
+                    // Only its status is recorded: the request never reached a backend.
                     let outcome = Outcome::refused(Backend::Wasm, format!("{e:#}"), Vec::new());
                     let decisions = vec![format!("refused: {e:#}")];
-                    let limits = Limits::default();
-                    let record = Record::new(
+                    let record = Record::refused(
                         &self.common.name,
                         prepared.source.as_ref(),
                         "",
                         &decisions,
-                        &limits,
                         &outcome,
                     );
                     audit::append(log, &record)
