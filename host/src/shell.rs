@@ -1298,6 +1298,44 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::disallowed_methods)] // runs bash itself to test the prelude, not a helper
+    fn the_prelude_makes_the_guarded_variables_read_only_in_bash() {
+        // Defence in depth behind the checker: whatever construct it did not foresee, bash
+        // itself refuses to change these once the prelude ran (it stops the script, or leaves
+        // the value as it was).
+        for attempt in [
+            "PATH=/tmp/evil",
+            "export PATH=/tmp/evil",
+            "read -r PATH <<< /tmp/evil",
+            "declare -n p=BASH_ENV; p=/tmp/evil",
+            "printf -v IFS /tmp/evil",
+            "unset PATH; PATH=/tmp/evil",
+        ] {
+            let bash = |prelude: &str| {
+                let script = format!("{prelude}{attempt}\necho \"$PATH|$BASH_ENV|$IFS\"");
+                std::process::Command::new("bash")
+                    .args(["--noprofile", "--norc", "-c", &script])
+                    .env_clear()
+                    .env("PATH", "/usr/bin:/bin")
+                    .output()
+                    .expect("bash runs")
+            };
+            // The twin: without the prelude each attempt works.
+            assert!(
+                String::from_utf8_lossy(&bash("").stdout).contains("/tmp/evil"),
+                "{attempt}"
+            );
+            let out = bash(PRELUDE);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(!stdout.contains("/tmp/evil"), "{attempt}: {stdout}");
+            assert!(
+                !out.status.success() || stdout.starts_with("/usr/bin:/bin|"),
+                "{attempt}: {stdout}"
+            );
+        }
+    }
+
+    #[test]
     fn a_parser_panic_is_a_refusal() {
         // Found by the shell_check fuzz target: brush-parser 0.4 unwraps an fd number that
         // overflows.
