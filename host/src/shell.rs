@@ -436,7 +436,7 @@ impl Checker<'_> {
             ast::Command::Compound(compound, redirects) => {
                 if let Some(list) = redirects {
                     for r in &list.0 {
-                        self.redirect(r, None)?;
+                        self.redirect(r)?;
                     }
                 }
                 self.compound(compound)
@@ -529,7 +529,7 @@ impl Checker<'_> {
         let Some(name_word) = &simple.word_or_name else {
             // Assignments or redirections alone.
             for item in &items {
-                self.item(item, None)?;
+                self.item(item)?;
             }
             return Ok(());
         };
@@ -566,7 +566,7 @@ impl Checker<'_> {
                     self.compound_list(&sub.list)?;
                 }
                 other => {
-                    if self.item(other, Some(&n))? {
+                    if self.item(other)? {
                         stdin_fed = true;
                     }
                 }
@@ -779,14 +779,10 @@ impl Checker<'_> {
     }
 
     /// A prefix or suffix item other than a word. Returns whether it feeds stdin.
-    fn item(
-        &mut self,
-        item: &ast::CommandPrefixOrSuffixItem,
-        command: Option<&str>,
-    ) -> Result<bool, ShellError> {
+    fn item(&mut self, item: &ast::CommandPrefixOrSuffixItem) -> Result<bool, ShellError> {
         use ast::CommandPrefixOrSuffixItem as Item;
         match item {
-            Item::IoRedirect(r) => self.redirect(r, command),
+            Item::IoRedirect(r) => self.redirect(r),
             Item::Word(w) => self.word(w).map(|_| false),
             Item::AssignmentWord(assignment, word) => {
                 let name = match &assignment.name {
@@ -820,8 +816,7 @@ impl Checker<'_> {
         }
     }
 
-    fn redirect(&mut self, r: &ast::IoRedirect, command: Option<&str>) -> Result<bool, ShellError> {
-        let _ = command;
+    fn redirect(&mut self, r: &ast::IoRedirect) -> Result<bool, ShellError> {
         match r {
             ast::IoRedirect::File(fd, kind, target) => {
                 let reads = matches!(
