@@ -566,3 +566,46 @@ fn policy_check_prints_the_resolved_policy_or_fails_closed() {
         stderr(&out)
     );
 }
+
+#[test]
+fn killing_wrun_kills_its_sandboxed_helper() {
+    if wrun_tests::native().is_none() {
+        return;
+    }
+    let fx = Fixture::new();
+    let marker = format!("1239.{}", std::process::id());
+    let mut child = wrun_cmd(
+        &fx,
+        &[
+            "run",
+            "--sandbox",
+            "require",
+            "/bin/sh",
+            "--",
+            "-c",
+            &format!("sleep {marker}"),
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let wait_for = |present: bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // The helper itself (wrun's own command line holds the marker too).
+        while wrun_tests::process_with_argv_exists(&["sleep", &marker]) != present {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "helper running: {}",
+                !present
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    wait_for(true);
+    // SIGKILL: wrun gets no chance to clean up; the helper's tree dies with it all the same
+    // (spawner and bwrap hold a parent-death signal, bwrap's pid namespace takes the rest).
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_for(false);
+}

@@ -664,3 +664,88 @@ except OSError as e:
     assert!(text.contains("core (0, 0)"), "{text}");
     assert!(text.contains("Too many open files"), "{text}");
 }
+
+// The pool of spawners: a spawner is forked ahead of time, parked in its own cgroups and
+// reused after sandboxed runs. Each run must still start clean.
+
+#[test]
+fn a_reused_spawner_starts_every_run_clean() {
+    let Some(s) = wrun_tests::fresh_native() else {
+        return;
+    };
+    // An OOM kill first: its count, its peak and its processes must not follow later runs.
+    let mut limits = Limits::default().with_memory(ByteSize::mib(64));
+    limits.tmp_size = ByteSize::mib(512);
+    let out = run_native(&s, sh("head -c 300M /dev/zero > /tmp/fill").limits(limits));
+    assert_eq!(out.status, Status::OutOfMemory, "{}", out.stderr.text());
+    // More runs than the pool holds spawners, under a process limit smaller than the number
+    // of runs: anything left in a reused cgroup (a process, an unreaped zombie) would add up.
+    for i in 0..30 {
+        let out = run_native(
+            &s,
+            sh(&format!("(true) & wait; echo run {i}")).limits(Limits::default().with_max_processes(6)),
+        );
+        assert_eq!(exited(&out), 0, "run {i}: {}", out.stderr.text());
+        assert_eq!(out.stdout.text(), format!("run {i}\n"));
+        let peak = out.usage.peak_memory.expect("the memory cgroup reports a peak");
+        assert!(
+            peak < ByteSize::mib(32),
+            "run {i} reports {peak}: the OOM run's peak"
+        );
+    }
+}
+
+#[test]
+fn runs_at_once_beyond_the_pool_and_a_dropped_run_leave_nothing_behind() {
+    let Some(s) = wrun_tests::fresh_native() else {
+        return;
+    };
+    // Twelve at once: more than the pool keeps parked, so most wait for a new spawner.
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..12)
+            .map(|i| {
+                let s = &s;
+                scope.spawn(move || run_native(s, sh(&format!("echo {i}; echo err{i} >&2"))))
+            })
+            .collect();
+        for (i, run) in runs.into_iter().enumerate() {
+            let out = run.join().unwrap();
+            assert_eq!(exited(&out), 0);
+            assert_eq!(out.stdout.text(), format!("{i}\n"));
+            assert_eq!(out.stderr.text(), format!("err{i}\n"));
+        }
+    });
+    // A run whose future is dropped (the host gave up on it) is killed before the drop
+    // returns, and the pool goes on.
+    let marker = format!("1238.{}", std::process::id());
+    let given_up = rt().block_on(async {
+        let run = wrun_runtime::Sandbox::run(&s, sh(&format!("sleep {marker}")));
+        tokio::time::timeout(Duration::from_millis(700), run).await
+    });
+    assert!(given_up.is_err(), "the run should still have been going");
+    assert!(
+        !process_with_marker_exists(&marker),
+        "the dropped run's helper survived"
+    );
+    assert_eq!(exited(&run_native(&s, sh("exit 7"))), 7);
+}
+
+#[test]
+fn a_program_that_cannot_start_is_an_error_and_the_next_run_works() {
+    let off = NativeSandbox::new(NativeConfig::new(None, SandboxMode::Off)).unwrap();
+    let err = rt()
+        .block_on(wrun_runtime::Sandbox::run(
+            &off,
+            Job::native("/nonexistent/helper"),
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("/nonexistent/helper") && err.contains("No such file"),
+        "{err}"
+    );
+    let out = rt()
+        .block_on(wrun_runtime::Sandbox::run(&off, sh("echo fine")))
+        .unwrap();
+    assert_eq!(out.stdout.text(), "fine\n");
+}

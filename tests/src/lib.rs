@@ -124,9 +124,24 @@ pub fn native() -> Option<&'static wrun_runtime::NativeSandbox> {
     }
 }
 
+/// A native sandbox of its own (its own pool of spawners), when the shared one is available.
+pub fn fresh_native() -> Option<wrun_runtime::NativeSandbox> {
+    let shared = native()?;
+    wrun_runtime::NativeSandbox::new(shared.config().clone()).ok()
+}
+
 /// Runs a native job in the shared native sandbox.
 pub fn run_native(sandbox: &dyn Sandbox, job: Job) -> Outcome {
     rt().block_on(sandbox.run(job)).expect("native job starts")
+}
+
+/// Whether a process runs with exactly this command line.
+pub fn process_with_argv_exists(argv: &[&str]) -> bool {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
 }
 
 /// Whether any process on the machine has `marker` in its command line.

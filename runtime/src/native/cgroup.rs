@@ -11,8 +11,9 @@
 //! subtree), the run also gets a memory cgroup limited to the job's memory limit: an
 //! out-of-memory kill is then told apart from other deaths, and the peak is measured.
 
-use std::fs;
+use std::fs::{self, File, OpenOptions};
 use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,13 +22,47 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 #[derive(Debug)]
 pub(crate) struct Cgroup {
     dir: PathBuf,
+    /// `pids.current`, kept open: read after every run.
+    current: Option<File>,
     memory: Option<MemoryCgroup>,
+    /// Whether `peak_memory` is this run's (false once a reset failed).
+    peak_valid: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
 struct MemoryCgroup {
     dir: PathBuf,
     v2: bool,
+    /// The OOM-kill counter's file and the peak's, kept open: read after every run.
+    events: Option<File>,
+    peak: Option<File>,
+}
+
+impl MemoryCgroup {
+    fn new(dir: PathBuf, v2: bool) -> Self {
+        let (events, peak) = if v2 {
+            ("memory.events", "memory.peak")
+        } else {
+            ("memory.oom_control", "memory.max_usage_in_bytes")
+        };
+        Self {
+            events: File::open(dir.join(events)).ok(),
+            peak: OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(dir.join(peak))
+                .ok(),
+            dir,
+            v2,
+        }
+    }
+}
+
+/// Reads a small cgroup file from its start (the kernel regenerates it on every read).
+fn read_at_start(file: &File) -> Option<String> {
+    let mut buf = [0u8; 1024];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    std::str::from_utf8(buf.get(..n)?).ok().map(str::to_owned)
 }
 
 impl Cgroup {
@@ -42,20 +77,22 @@ impl Cgroup {
         );
         let dir = parent.join(&name);
         fs::create_dir(&dir).ok()?;
-        let mut cgroup = Self { dir, memory: None };
+        let mut cgroup = Self {
+            current: File::open(dir.join("pids.current")).ok(),
+            dir,
+            memory: None,
+            peak_valid: true.into(),
+        };
         fs::write(cgroup.dir.join("pids.max"), max_pids.to_string()).ok()?;
         cgroup.memory = if v2 {
             fs::write(cgroup.dir.join("memory.max"), memory_limit.to_string())
                 .ok()
-                .map(|()| MemoryCgroup {
-                    dir: cgroup.dir.clone(),
-                    v2: true,
-                })
+                .map(|()| MemoryCgroup::new(cgroup.dir.clone(), true))
         } else {
             v1_dir("memory").and_then(|parent| {
                 let dir = parent.join(&name);
                 fs::create_dir(&dir).ok()?;
-                let memory = MemoryCgroup { dir, v2: false };
+                let memory = MemoryCgroup::new(dir, false);
                 // Swap would let the helper exceed the limit: cap memory+swap too where the
                 // kernel accounts it.
                 fs::write(memory.dir.join("memory.limit_in_bytes"), memory_limit.to_string()).ok()?;
@@ -69,44 +106,89 @@ impl Cgroup {
         Some(cgroup)
     }
 
-    /// The `cgroup.procs` files a process writes its pid to in order to join (pids, and memory
-    /// when it is a separate v1 hierarchy).
-    pub(crate) fn procs_files(&self) -> Vec<PathBuf> {
-        let mut files = vec![self.procs_file()];
+    /// Moves `pid` into the run's cgroups (pids, and memory when it is a separate v1
+    /// hierarchy).
+    pub(crate) fn join(&self, pid: i32) -> std::io::Result<()> {
+        fs::write(self.procs_file(), pid.to_string())?;
         if let Some(memory) = self.memory.as_ref().filter(|m| !m.v2) {
-            files.push(memory.dir.join("cgroup.procs"));
+            fs::write(memory.dir.join("cgroup.procs"), pid.to_string())?;
         }
-        files
+        Ok(())
     }
 
-    /// Whether the kernel killed a member for exceeding the memory limit.
-    pub(crate) fn oom_killed(&self) -> bool {
-        let Some(memory) = &self.memory else { return false };
-        let file = if memory.v2 {
-            "memory.events"
-        } else {
-            "memory.oom_control"
+    /// Changes the limits the cgroup was created with.
+    pub(crate) fn set_limits(&self, max_pids: u32, memory_limit: u64) -> std::io::Result<()> {
+        fs::write(self.dir.join("pids.max"), max_pids.to_string())?;
+        match &self.memory {
+            Some(memory) if memory.v2 => {
+                fs::write(memory.dir.join("memory.max"), memory_limit.to_string())?;
+            }
+            Some(memory) => {
+                // memsw must stay at or above the plain limit: order the writes accordingly.
+                let limit = memory.dir.join("memory.limit_in_bytes");
+                let memsw = memory.dir.join("memory.memsw.limit_in_bytes");
+                let raising = fs::read_to_string(&limit)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u64>().ok())
+                    .is_some_and(|old| memory_limit > old);
+                if raising {
+                    let _ = fs::write(&memsw, memory_limit.to_string());
+                    fs::write(&limit, memory_limit.to_string())?;
+                } else {
+                    fs::write(&limit, memory_limit.to_string())?;
+                    let _ = fs::write(&memsw, memory_limit.to_string());
+                }
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// How many times the kernel has killed a member for exceeding the memory limit.
+    pub(crate) fn oom_kills(&self) -> u64 {
+        let Some(events) = self.memory.as_ref().and_then(|m| m.events.as_ref()) else {
+            return 0;
         };
-        fs::read_to_string(memory.dir.join(file)).is_ok_and(|text| {
+        read_at_start(events).map_or(0, |text| {
             text.lines()
                 .filter_map(|l| l.strip_prefix("oom_kill "))
-                .any(|n| n.trim().parse::<u64>().is_ok_and(|n| n > 0))
+                .filter_map(|n| n.trim().parse::<u64>().ok())
+                .sum()
         })
+    }
+
+    /// Starts the peak memory figure afresh (for the next run in the same cgroup). cgroup v2
+    /// resets `memory.peak` only for the descriptor that wrote the reset, so there (and
+    /// wherever a reset fails) the figure is no longer reported.
+    pub(crate) fn reset_peak(&self) {
+        let Some(memory) = &self.memory else { return };
+        let reset = match &memory.peak {
+            Some(peak) if !memory.v2 => peak.write_at(b"0", 0).is_ok(),
+            _ => false,
+        };
+        if !reset {
+            self.peak_valid.store(false, Ordering::Relaxed);
+        }
     }
 
     /// Peak memory of the run, where the kernel reports it.
     pub(crate) fn peak_memory(&self) -> Option<u64> {
-        let memory = self.memory.as_ref()?;
-        let file = if memory.v2 {
-            "memory.peak"
-        } else {
-            "memory.max_usage_in_bytes"
-        };
-        fs::read_to_string(memory.dir.join(file))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        let peak = self.memory.as_ref()?.peak.as_ref()?;
+        if !self.peak_valid.load(Ordering::Relaxed) {
+            return None;
+        }
+        read_at_start(peak)?.trim().parse().ok()
+    }
+
+    /// The cgroup's directory (in the pids hierarchy).
+    #[cfg(test)]
+    pub(crate) fn dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    /// The cgroup's directory, for messages.
+    pub(crate) fn describe_dir(&self) -> String {
+        self.dir.display().to_string()
     }
 
     /// The file a process writes its pid to in order to join.
@@ -114,16 +196,31 @@ impl Cgroup {
         self.dir.join("cgroup.procs")
     }
 
-    /// Kills every member and waits until none is left. Each member is killed and then waited
-    /// for through a pidfd, so the wait ends the moment the kernel has finished it (no polling
+    /// Kills every member but `spare` (the run's spawner) and waits until none is left. Each
+    /// member is killed and then waited for through a pidfd, so the wait ends the moment the kernel has finished it (no polling
     /// interval). Bounded: a fork bomb cannot outrun `pids.max`, and a process stuck in the
     /// kernel is given up on after [`EXIT_WAIT_MS`] per round.
-    pub(crate) fn kill_all(&self) {
+    pub(crate) fn kill_all(&self, spare: Option<i32>) {
+        // The common case after a run: nobody but the spawner is left (every live process of
+        // the cgroup counts in `pids.current`).
+        let alone = self
+            .current
+            .as_ref()
+            .and_then(read_at_start)
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .is_some_and(|n| n <= u32::from(spare.is_some()));
+        if alone {
+            return;
+        }
         for _ in 0..100 {
             let Ok(list) = fs::read_to_string(self.procs_file()) else {
                 return;
             };
-            let pids: Vec<i32> = list.lines().filter_map(|l| l.trim().parse().ok()).collect();
+            let pids: Vec<i32> = list
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .filter(|&pid| Some(pid) != spare)
+                .collect();
             if pids.is_empty() {
                 return;
             }
@@ -154,7 +251,8 @@ const EXIT_WAIT_MS: u8 = 100;
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
-        self.kill_all();
+        self.kill_all(None);
+        self.current = None;
         let mut dirs = vec![std::mem::take(&mut self.dir)];
         if let Some(memory) = self.memory.take().filter(|m| !m.v2) {
             dirs.push(memory.dir);

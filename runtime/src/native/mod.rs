@@ -17,10 +17,20 @@
 //! one, else `RLIMIT_NPROC`); no core dumps; `/tmp` size; output through the shared capture.
 //!
 //! # No survivors
-//! bwrap is pid 1's parent of a fresh pid namespace and dies with wrun (`--die-with-parent`):
-//! killing it ends every process in the namespace, `setsid` daemons and double forks included.
-//! Where a pids cgroup exists, wrun also kills every member before `run` returns. Pipes are
-//! drained with a bound, so a process holding stdout open cannot hang the run.
+//! bwrap is pid 1's parent of a fresh pid namespace and dies with its parent
+//! (`--die-with-parent`): killing it ends every process in the namespace, `setsid` daemons and
+//! double forks included. Where a pids cgroup exists, wrun also kills every member before `run`
+//! returns. Pipes are drained with a bound, so a process holding stdout open cannot hang the
+//! run. Helpers run with `oom_score_adj = 1000`: when memory runs out they are the kernel's
+//! first choice, never wrun.
+//!
+//! # Starting processes
+//! Processes are started by spawners (see [`pool`]): small supervisors forked from the host
+//! ahead of time, already in their own cgroups, which start each program the way
+//! `posix_spawn` does and are reused after sandboxed runs. A run therefore pays neither for
+//! forking a large host nor for creating and joining cgroups, and everything a helper forks is
+//! born inside its cgroups. A spawner dies with the host (a parent-death signal), and the
+//! helper with its spawner.
 //!
 //! # Sandbox mode
 //! [`SandboxMode::Require`] refuses to run when bwrap is missing or fails its launch probe;
@@ -31,6 +41,7 @@
 
 pub(crate) mod bwrap;
 mod cgroup;
+mod pool;
 pub(crate) mod seccomp;
 mod spawn;
 
@@ -96,6 +107,7 @@ pub struct NativeSandbox {
     base_args: Vec<OsString>,
     seccomp: OnceLock<Result<Vec<u8>, String>>,
     probe: tokio::sync::OnceCell<Result<(), String>>,
+    pool: pool::Pool,
 }
 
 /// The default `PATH` inside the sandbox when the policy sets none.
@@ -121,6 +133,7 @@ impl NativeSandbox {
             base_args: bwrap::base_args(),
             seccomp: OnceLock::new(),
             probe: tokio::sync::OnceCell::new(),
+            pool: pool::Pool::default(),
         })
     }
 
@@ -240,6 +253,7 @@ impl NativeSandbox {
                     job: &job,
                     seccomp: Some(bpf),
                     sandboxed: true,
+                    pool: &self.pool,
                 })
                 .await
                 .map_err(|e| e.to_string())?;
@@ -310,6 +324,7 @@ impl NativeSandbox {
                     job: &job,
                     seccomp: Some(bpf),
                     sandboxed: true,
+                    pool: &self.pool,
                 })
                 .await?;
                 (out, Confinement::Bwrap)
@@ -331,6 +346,7 @@ impl NativeSandbox {
                     job: &job,
                     seccomp: None,
                     sandboxed: false,
+                    pool: &self.pool,
                 })
                 .await?;
                 (out, Confinement::Unsandboxed { reason })

@@ -1,25 +1,25 @@
 //! The one place the runtime starts processes: spawn, feed, drain, time out, kill, reap.
 #![allow(clippy::disallowed_methods)]
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::ExitStatusExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::resource::Resource;
+use nix::sys::wait::WaitStatus;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::cgroup::Cgroup;
+use super::pool::Pool;
 use crate::Error;
 use crate::capture::Capture;
 use crate::capture::Captured;
 use crate::job::{Job, Stdin};
 use crate::outcome::Status;
-use crate::sys::ChildSetup;
+use crate::sys::spawner::Message;
 
 /// How long pipes are drained after the process tree is gone. A process that escaped the tree
 /// (only possible unsandboxed, without a cgroup) and holds stdout open is abandoned after this.
@@ -36,6 +36,7 @@ pub(crate) struct Launch<'a> {
     pub(crate) seccomp: Option<&'a [u8]>,
     /// In bwrap: the exit code encodes a signalled child as 128 + N.
     pub(crate) sandboxed: bool,
+    pub(crate) pool: &'a Pool,
 }
 
 /// How a launched process ended and what it wrote; the caller adds what it knows (the backend,
@@ -57,77 +58,75 @@ fn spawn_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     let limits = &launch.job.limits;
-    let cgroup = Cgroup::create(limits.max_processes, limits.memory.bytes());
-    let procs = match &cgroup {
-        Some(cg) => cg
-            .procs_files()
-            .iter()
-            .map(|f| std::fs::OpenOptions::new().write(true).open(f))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(spawn_err("opening the run's cgroup"))?,
-        None => Vec::new(),
+    // `(libc::RLIMIT_*, soft, hard)`, set by the spawner's child before exec.
+    let mut rlimits: Vec<(u32, u64, u64)> = vec![
+        (libc::RLIMIT_AS, limits.memory.bytes(), limits.memory.bytes()),
+        (
+            libc::RLIMIT_FSIZE,
+            limits.max_file_size.bytes(),
+            limits.max_file_size.bytes(),
+        ),
+        (
+            libc::RLIMIT_NOFILE,
+            limits.max_open_files.into(),
+            limits.max_open_files.into(),
+        ),
+        (
+            libc::RLIMIT_NPROC,
+            limits.max_processes.into(),
+            limits.max_processes.into(),
+        ),
+        (libc::RLIMIT_CORE, 0, 0),
+    ];
+    if let Some(cpu) = limits.cpu {
+        // SIGXCPU at the limit, SIGKILL a second later if the helper ignores it.
+        rlimits.push((libc::RLIMIT_CPU, cpu.as_secs(), cpu.as_secs() + 1));
+    }
+    let cwd = match (&launch.job.worktree, launch.sandboxed) {
+        (Some(worktree), false) => worktree.host.as_path(),
+        _ => Path::new("/"),
     };
+    let mut argv: Vec<&OsStr> = Vec::with_capacity(launch.args.len() + 1);
+    argv.push(launch.program.as_os_str());
+    argv.extend(launch.args.iter().map(OsString::as_os_str));
+    let message = Message::new(launch.program, &argv, launch.env, cwd, &rlimits)
+        .map_err(spawn_err(&format!("preparing {}", launch.program.display())))?;
+
+    // The child's ends of its standard streams (and the seccomp program, its fd 3).
+    let (stdin_child, stdin_parent) = match launch.job.stdin {
+        Stdin::Closed => (
+            OwnedFd::from(std::fs::File::open("/dev/null").map_err(spawn_err("opening /dev/null"))?),
+            None,
+        ),
+        Stdin::Bytes(_) => {
+            let (read, write) = pipe().map_err(spawn_err("creating the stdin pipe"))?;
+            (read, Some(write))
+        }
+    };
+    let (stdout_parent, stdout_child) = pipe().map_err(spawn_err("creating the stdout pipe"))?;
+    let (stderr_parent, stderr_child) = pipe().map_err(spawn_err("creating the stderr pipe"))?;
     let seccomp_fd = match launch.seccomp {
         Some(bpf) => Some(seccomp_fd(bpf).map_err(spawn_err("passing the seccomp program"))?),
         None => None,
     };
+    let mut fds = vec![stdin_child.as_fd(), stdout_child.as_fd(), stderr_child.as_fd()];
+    fds.extend(seccomp_fd.as_ref().map(AsFd::as_fd));
 
-    let mut rlimits = vec![
-        (Resource::RLIMIT_AS, limits.memory.bytes(), limits.memory.bytes()),
-        (
-            Resource::RLIMIT_FSIZE,
-            limits.max_file_size.bytes(),
-            limits.max_file_size.bytes(),
-        ),
-        (
-            Resource::RLIMIT_NOFILE,
-            limits.max_open_files.into(),
-            limits.max_open_files.into(),
-        ),
-        (
-            Resource::RLIMIT_NPROC,
-            limits.max_processes.into(),
-            limits.max_processes.into(),
-        ),
-        (Resource::RLIMIT_CORE, 0, 0),
-    ];
-    if let Some(cpu) = limits.cpu {
-        // SIGXCPU at the limit, SIGKILL a second later if the helper ignores it.
-        rlimits.push((Resource::RLIMIT_CPU, cpu.as_secs(), cpu.as_secs() + 1));
-    }
-
-    let mut cmd = Command::new(launch.program);
-    cmd.args(launch.args)
-        .env_clear()
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .stdin(match launch.job.stdin {
-            Stdin::Closed => Stdio::null(),
-            Stdin::Bytes(_) => Stdio::piped(),
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    match (&launch.job.worktree, launch.sandboxed) {
-        (Some(worktree), false) => cmd.current_dir(&worktree.host),
-        _ => cmd.current_dir("/"),
-    };
-    ChildSetup {
-        rlimits,
-        cgroup_procs: procs.iter().map(|f| f.as_raw_fd()).collect(),
-        seccomp: seccomp_fd.as_ref().map(|f| f.as_raw_fd()),
-    }
-    .install(&mut cmd);
-
-    let mut child = cmd
-        .spawn()
+    let mut lease = launch
+        .pool
+        .lease(limits.max_processes, limits.memory.bytes())
+        .await
+        .map_err(spawn_err("preparing a process"))?;
+    lease
+        .start(&message, &fds)
         .map_err(spawn_err(&format!("starting {}", launch.program.display())))?;
-    drop(procs);
-    drop(seccomp_fd);
-    let pgid = child.id().map(|id| nix::unistd::Pid::from_raw(id as i32));
+    drop(fds);
+    drop((stdin_child, stdout_child, stderr_child, seccomp_fd));
     let deadline = tokio::time::Instant::now() + limits.timeout;
 
-    if let (Some(mut stdin), Stdin::Bytes(bytes)) = (child.stdin.take(), &launch.job.stdin) {
+    if let (Some(stdin), Stdin::Bytes(bytes)) = (stdin_parent, &launch.job.stdin) {
+        let mut stdin = tokio::net::unix::pipe::Sender::from_owned_fd(stdin)
+            .map_err(spawn_err("watching the stdin pipe"))?;
         let bytes = bytes.clone();
         tokio::spawn(async move {
             // A helper that does not read its input closes the pipe: that is not an error.
@@ -136,48 +135,64 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     }
     let stdout = Capture::new(limits.stdout_cap);
     let stderr = Capture::new(limits.stderr_cap);
-    let readers = [
-        child
-            .stdout
-            .take()
-            .map(|s| tokio::spawn(drain(s, stdout.clone()))),
-        child
-            .stderr
-            .take()
-            .map(|s| tokio::spawn(drain(s, stderr.clone()))),
-    ];
+    let pipe = |fd| {
+        tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map_err(spawn_err("watching an output pipe"))
+    };
+    let (stdout_pipe, stderr_pipe) = (pipe(stdout_parent)?, pipe(stderr_parent)?);
 
-    let waited = tokio::time::timeout_at(deadline, child.wait()).await;
-    // Whatever happened, nothing of the helper survives this point.
-    if let Some(pgid) = pgid {
-        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-    }
-    let _ = child.start_kill();
-    if let Some(cg) = &cgroup {
-        cg.kill_all();
-    }
-    let status = match waited {
-        Ok(Ok(_)) if cgroup.as_ref().is_some_and(Cgroup::oom_killed) => Status::OutOfMemory,
-        Ok(Ok(exit)) => map_exit(exit, launch.sandboxed),
-        Ok(Err(e)) => return Err(spawn_err("waiting for the helper")(e)),
-        Err(_elapsed) => {
-            let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
-            Status::TimedOut
+    // The pipes are drained while the process runs, and for at most DRAIN_GRACE after the
+    // process tree is gone (a process that escaped it may hold them open).
+    let gone = tokio::sync::Notify::new();
+    let waiting = async {
+        let waited = tokio::time::timeout_at(deadline, lease.wait()).await;
+        // Whatever happened, nothing of the helper survives this point.
+        lease.kill();
+        let oom_killed = lease.oom_killed();
+        let status = match waited {
+            Ok(Ok(_)) if oom_killed => Ok(Status::OutOfMemory),
+            Ok(Ok(exit)) => Ok(map_exit(exit, launch.sandboxed)),
+            Ok(Err(e)) => Err(e),
+            Err(_elapsed) => {
+                let _ = tokio::time::timeout(REAP_GRACE, lease.wait()).await;
+                Ok(Status::TimedOut)
+            }
+        };
+        gone.notify_one();
+        status
+    };
+    let draining = async {
+        let both = async {
+            tokio::join!(
+                drain(stdout_pipe, stdout.clone()),
+                drain(stderr_pipe, stderr.clone())
+            );
+        };
+        tokio::select! {
+            () = both => {}
+            () = async {
+                gone.notified().await;
+                tokio::time::sleep(DRAIN_GRACE).await;
+            } => {}
         }
     };
-    for reader in readers.into_iter().flatten() {
-        let abort = reader.abort_handle();
-        if tokio::time::timeout(DRAIN_GRACE, reader).await.is_err() {
-            abort.abort();
-        }
-    }
+    let (status, ()) = tokio::join!(waiting, draining);
+    let status = status.map_err(spawn_err(&format!("running {}", launch.program.display())))?;
+    let peak_memory = lease.cgroup().and_then(Cgroup::peak_memory);
+    let cgroup = lease.cgroup().is_some();
+    // A spawner is reused only after a sandboxed run that ended: see `pool`.
+    lease.finish(launch.sandboxed && status != Status::TimedOut);
     Ok(Launched {
         status,
         stdout: stdout.finish(),
         stderr: stderr.finish(),
-        peak_memory: cgroup.as_ref().and_then(Cgroup::peak_memory),
-        cgroup: cgroup.is_some(),
+        peak_memory,
+        cgroup,
     })
+}
+
+/// A pipe, both ends close-on-exec: `(read, write)`.
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
 }
 
 /// Copies a pipe into a capture until end of file; the capture never refuses bytes, so the
@@ -192,31 +207,37 @@ async fn drain(mut pipe: impl AsyncRead + Unpin, capture: Capture) {
     }
 }
 
-/// A memfd holding the seccomp program, at a descriptor number of 10 or more (so moving it to
-/// fd 3 in the child is always a real `dup2` that clears close-on-exec).
+/// A descriptor from which bwrap reads the seccomp program to its end: a pipe already holding
+/// it and closed for writing (cheaper than a memfd), or a memfd when the program is larger
+/// than a pipe holds.
 fn seccomp_fd(bpf: &[u8]) -> std::io::Result<OwnedFd> {
+    /// What a Linux pipe holds by default.
+    const PIPE_CAPACITY: usize = 64 * 1024;
+    if bpf.len() <= PIPE_CAPACITY {
+        let (read, write) = pipe()?;
+        std::fs::File::from(write).write_all(bpf)?;
+        return Ok(read);
+    }
     let memfd = nix::sys::memfd::memfd_create(c"wrun-seccomp", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)?;
     let mut file = std::fs::File::from(memfd);
     file.write_all(bpf)?;
     use std::io::Seek;
     file.rewind()?;
-    let high = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10))?;
-    Ok(crate::sys::own_fd(high))
+    Ok(file.into())
 }
 
 /// Maps how the process ended. Under bwrap a signalled helper shows as exit code 128 + N.
-fn map_exit(exit: ExitStatus, sandboxed: bool) -> Status {
-    let signal = match (exit.code(), exit.signal()) {
-        (_, Some(sig)) => Some(sig),
-        (Some(code), None) if sandboxed && (129..=159).contains(&code) => Some(code - 128),
-        (Some(code), None) => return Status::Exited { code },
-        (None, None) => return Status::Exited { code: -1 },
+fn map_exit(exit: WaitStatus, sandboxed: bool) -> Status {
+    let signal = match exit {
+        WaitStatus::Signaled(_, sig, _) => sig as i32,
+        WaitStatus::Exited(_, code) if sandboxed && (129..=159).contains(&code) => code - 128,
+        WaitStatus::Exited(_, code) => return Status::Exited { code },
+        _ => return Status::Exited { code: -1 },
     };
     match signal {
-        Some(libc::SIGXCPU) => Status::OutOfCpu,
-        Some(libc::SIGXFSZ) => Status::FileTooLarge,
-        Some(signal) => Status::Signaled { signal },
-        None => Status::Exited { code: -1 },
+        libc::SIGXCPU => Status::OutOfCpu,
+        libc::SIGXFSZ => Status::FileTooLarge,
+        signal => Status::Signaled { signal },
     }
 }
 

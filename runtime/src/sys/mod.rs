@@ -1,0 +1,53 @@
+//! The one module of the runtime allowed to use `unsafe`. Each block says why it is sound.
+#![allow(unsafe_code)]
+
+#[cfg(target_os = "linux")]
+pub(crate) mod spawner;
+
+#[cfg(feature = "wasm")]
+use wasmtime::{Engine, Module};
+
+/// Loads compiled code produced by [`Module::serialize`].
+///
+/// Callers must only pass bytes read from wrun's own cache: a file in a directory owned by the
+/// current user and writable by nobody else, written atomically by this engine configuration,
+/// whose SHA-256 matched the digest stored with it.
+#[cfg(feature = "wasm")]
+pub(crate) fn deserialize_module(engine: &Engine, compiled: &[u8]) -> wasmtime::Result<Module> {
+    // SAFETY: `Module::deserialize` trusts its input to be the output of `Module::serialize`
+    // (it maps it as executable code). The caller guarantees that provenance: the bytes come
+    // from a user-private cache directory (checked owner and mode), were written by wrun via
+    // atomic rename, and carry a SHA-256 that matched before this call; wasmtime additionally
+    // checks the engine's compatibility header and rejects code from another configuration.
+    unsafe { Module::deserialize(engine, compiled) }
+}
+
+/// Takes ownership of a descriptor that a system call just returned.
+#[cfg(target_os = "linux")]
+pub(crate) fn own_fd(fd: std::os::fd::RawFd) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: callers pass a descriptor freshly returned by a successful system call, which
+    // nothing else owns.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+}
+
+/// A pidfd for `pid` (readable once the process has exited), or an error if it is already gone.
+#[cfg(target_os = "linux")]
+pub(crate) fn pidfd_open(pid: i32) -> std::io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(own_fd(fd as std::os::fd::RawFd))
+}
+
+/// Registers a descriptor with the tokio reactor.
+#[cfg(target_os = "linux")]
+pub(crate) fn watch_fd(
+    fd: std::os::fd::OwnedFd,
+) -> std::io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    // SAFETY: the `OwnedFd` owns an open descriptor, and the `AsyncFd` that takes it neither
+    // replaces nor closes it while registered (it deregisters before dropping it).
+    unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(std::io::Error::from)
+}
