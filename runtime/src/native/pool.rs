@@ -61,6 +61,8 @@ struct State {
     limits: Option<CgroupLimits>,
     /// Spawners to kill and whose cgroups to remove.
     retired: Vec<Spawner>,
+    /// Spawners out on lease: they come back, so they count towards [`READY`].
+    leased: usize,
     /// Making one failed; do not retry until the next request.
     refill_failed: bool,
     closed: bool,
@@ -111,7 +113,8 @@ impl Pool {
             state.limits = Some(limits);
             state.refill_failed = false;
             let parked = state.idle.pop_front();
-            (parked, state.idle.len() < READY)
+            state.leased += usize::from(parked.is_some());
+            (parked, state.idle.len() + state.leased < READY)
         };
         if refill {
             self.shared.wake.notify_one();
@@ -204,6 +207,7 @@ impl Shared {
     /// A spawner back from a run: to a waiter, parked, or retired when enough are parked.
     fn give_back(&self, spawner: Spawner) {
         let mut state = self.lock();
+        state.leased = state.leased.saturating_sub(1);
         let Some(spawner) = state.hand_to_waiter(spawner) else {
             return;
         };
@@ -216,8 +220,12 @@ impl Shared {
         }
     }
 
+    /// A leased spawner not to be reused.
     fn retire(&self, spawner: Spawner) {
-        self.lock().retired.push(spawner);
+        let mut state = self.lock();
+        state.leased = state.leased.saturating_sub(1);
+        state.retired.push(spawner);
+        drop(state);
         self.wake.notify_one();
     }
 
@@ -246,7 +254,7 @@ impl Shared {
                         _ if !state.retired.is_empty() => {
                             break Work::Retire(std::mem::take(&mut state.retired));
                         }
-                        Some(limits) if state.idle.len() < READY && !state.refill_failed => {
+                        Some(limits) if state.idle.len() + state.leased < READY && !state.refill_failed => {
                             break Work::Make(limits, false);
                         }
                         _ => state = self.wake.wait(state).unwrap_or_else(|e| e.into_inner()),
@@ -282,7 +290,10 @@ impl State {
     fn hand_to_waiter(&mut self, mut spawner: Spawner) -> Option<Spawner> {
         while let Some(waiter) = self.waiters.pop_front() {
             match waiter.send(Ok(spawner)) {
-                Ok(()) => return None,
+                Ok(()) => {
+                    self.leased += 1;
+                    return None;
+                }
                 // That waiter gave up: try the next.
                 Err(Ok(back)) => spawner = back,
                 Err(Err(_)) => return None,
