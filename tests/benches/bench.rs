@@ -16,6 +16,11 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    // `cargo bench -p wrun-tests -- native` runs only the native part.
+    if std::env::args().any(|a| a == "native") {
+        native_bench::run(&rt);
+        return;
+    }
     let module = WasmModule::from_file(Path::new(GUEST_WASM), 1 << 30).unwrap();
     let worktree = tempfile::tempdir().unwrap();
     println!("wrun benchmark ({} bytes guest module)\n", module.bytes().len());
@@ -186,21 +191,27 @@ mod native_bench {
 
     use wrun_runtime::{Job, NativeConfig, NativeSandbox, Sandbox, SandboxMode};
 
-    const RUNS: usize = 200;
+    const RUNS: usize = 300;
 
-    fn per_run(mut f: impl FnMut()) -> Duration {
-        for _ in 0..20 {
-            f();
+    /// The median time of each of `runs`, called in turn `RUNS` times after a warm-up.
+    fn interleaved<const N: usize>(runs: [&dyn Fn(); N]) -> [Duration; N] {
+        for run in &runs {
+            for _ in 0..20 {
+                run();
+            }
         }
-        let mut times: Vec<Duration> = (0..RUNS)
-            .map(|_| {
+        let mut times: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::with_capacity(RUNS));
+        for _ in 0..RUNS {
+            for (run, times) in runs.iter().zip(&mut times) {
                 let t = Instant::now();
-                f();
-                t.elapsed()
-            })
-            .collect();
-        times.sort();
-        times[times.len() / 2]
+                run();
+                times.push(t.elapsed());
+            }
+        }
+        times.map(|mut t| {
+            t.sort();
+            t[t.len() / 2]
+        })
     }
 
     pub(super) fn run(rt: &tokio::runtime::Runtime) {
@@ -250,17 +261,22 @@ mod native_bench {
                 .status;
             assert!(status.success());
         };
-        let unsandboxed = per_run(|| exec("/bin/true", &[]));
-        let raw = per_run(|| exec("/usr/bin/bwrap", &raw_argv));
-        let wrun = per_run(|| {
+        let off = NativeSandbox::new(NativeConfig::new(None, SandboxMode::Off)).unwrap();
+        let wrun_run = || {
             let out = rt.block_on(sandbox.run(job.clone())).unwrap();
             assert!(out.status.success());
-        });
-        let off = NativeSandbox::new(NativeConfig::new(None, SandboxMode::Off)).unwrap();
-        let wrun_off = per_run(|| {
+        };
+        let wrun_off_run = || {
             let out = rt.block_on(off.run(job.clone())).unwrap();
             assert!(out.status.success());
-        });
+        };
+        // Interleaved, so that the machine's drift (it is shared) hits every line alike.
+        let [unsandboxed, raw, wrun, wrun_off] = interleaved([
+            &|| exec("/bin/true", &[]),
+            &|| exec("/usr/bin/bwrap", &raw_argv),
+            &wrun_run,
+            &wrun_off_run,
+        ]);
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
             "unsandboxed: plain exec {:.2} ms | wrun mode off (rlimits, cgroup, fd hygiene) {:.2} ms",
@@ -273,6 +289,46 @@ mod native_bench {
             ms(raw),
             ms(wrun),
             wrun.as_secs_f64() / raw.as_secs_f64()
+        );
+
+        // Bursts: more runs at once than the pool keeps parked. With the pool drained (a fresh
+        // sandbox, as after a quiet spell) most runs wait for a spawner to be forked; once
+        // warm, the pool keeps up to eight. Wall time of the whole burst, median of BURSTS.
+        const AT_ONCE: usize = 8;
+        const BURSTS: usize = 30;
+        let burst = |run: &(dyn Fn() + Sync)| {
+            let t = Instant::now();
+            std::thread::scope(|scope| {
+                for _ in 0..AT_ONCE {
+                    scope.spawn(run);
+                }
+            });
+            t.elapsed()
+        };
+        let raw_run = || exec("/usr/bin/bwrap", &raw_argv);
+        let mut bursts: [Vec<Duration>; 3] = Default::default();
+        for _ in 0..BURSTS {
+            bursts[0].push(burst(&raw_run));
+            bursts[1].push(burst(&wrun_run));
+            let fresh = NativeSandbox::new(sandbox.config().clone()).unwrap();
+            rt.block_on(fresh.probe()).unwrap();
+            let wrun_fresh = || {
+                let out = rt.block_on(fresh.run(job.clone())).unwrap();
+                assert!(out.status.success());
+            };
+            bursts[2].push(burst(&wrun_fresh));
+        }
+        let [raw_burst, warm_burst, drained_burst] = bursts.map(|mut b| {
+            b.sort();
+            b[b.len() / 2]
+        });
+        println!(
+            "{AT_ONCE} at once: raw bwrap {:.2} ms | wrun, pool warm {:.2} ms ({:.3}x) | wrun, pool drained {:.2} ms ({:.3}x)",
+            ms(raw_burst),
+            ms(warm_burst),
+            warm_burst.as_secs_f64() / raw_burst.as_secs_f64(),
+            ms(drained_burst),
+            drained_burst.as_secs_f64() / raw_burst.as_secs_f64()
         );
     }
 }
