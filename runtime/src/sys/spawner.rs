@@ -342,10 +342,10 @@ fn serve_one(memory: ChildMemory, me: libc::pid_t) {
         };
         match command {
             Ok(command) => run(&command, received, memory, me),
-            Err(errno) => report(FAILED, errno),
-        }
-        for &fd in received {
-            libc::close(fd);
+            Err(errno) => {
+                close_all(received);
+                report(FAILED, errno);
+            }
         }
     }
 }
@@ -384,8 +384,12 @@ fn run(command: &Received<'_>, fds: &[RawFd], memory: ChildMemory, me: libc::pid
             (&raw mut launch).cast(),
         )
     };
+    let clone_errno = nix::errno::Errno::last_raw();
+    // The program has its own copies now (or none): the spawner keeps none, so the pipes reach
+    // end of file when the program's processes close them, and not when the spawner next works.
+    close_all(fds);
     if pid < 0 {
-        report(FAILED, nix::errno::Errno::last_raw());
+        report(FAILED, clone_errno);
         return;
     }
     let mut status = 0;
@@ -411,6 +415,14 @@ fn run(command: &Received<'_>, fds: &[RawFd], memory: ChildMemory, me: libc::pid
     }
     reap_orphans();
     report(ENDED, status);
+}
+
+/// Closes the descriptors received with a command. Async-signal-safe.
+fn close_all(fds: &[RawFd]) {
+    for &fd in fds {
+        // SAFETY: these descriptors were received by this process and are used by nothing else.
+        unsafe { libc::close(fd) };
+    }
 }
 
 /// Reaps every child that has ended. Async-signal-safe.
