@@ -583,6 +583,10 @@ fn memory_in_tmpfs_counts_and_an_oom_kill_is_told() {
     assert_eq!(out.status, Status::OutOfMemory, "{}", out.stderr.text());
     let peak = out.usage.peak_memory.expect("the memory cgroup reports a peak");
     assert!(peak <= ByteSize::mib(64), "{peak}");
+    // The kernel's first choice under memory pressure is the helper, never wrun or its
+    // spawner (which share the memory cgroup with it).
+    let out = run_native(s, sh("cat /proc/self/oom_score_adj"));
+    assert_eq!(out.stdout.text(), "1000\n");
 }
 
 #[test]
