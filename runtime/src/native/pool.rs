@@ -124,7 +124,7 @@ impl Pool {
                 Ok(spawner) => return Ok(self.leased(spawner)),
                 // A cgroup that cannot take the new limits (memory still charged above a
                 // lower limit): a fresh spawner can.
-                Err(spawner) => self.shared.retire(spawner),
+                Err((spawner, _)) => self.shared.retire(spawner),
             }
         }
         let (tx, rx) = oneshot::channel();
@@ -135,19 +135,22 @@ impl Pool {
             .map_err(|_| io::Error::other("the spawner thread has stopped"))??;
         match self.limited(spawner, limits) {
             Ok(spawner) => Ok(self.leased(spawner)),
-            Err(spawner) => {
+            Err((spawner, cause)) => {
                 let path = spawner.cgroup.as_ref().map(Cgroup::describe_dir);
                 self.shared.retire(spawner);
-                Err(io::Error::other(format!(
-                    "cannot set the run's limits in its cgroup {}",
-                    path.unwrap_or_default()
-                )))
+                Err(io::Error::new(
+                    cause.kind(),
+                    format!(
+                        "cannot set the run's limits in its cgroup {}: {cause}",
+                        path.unwrap_or_default()
+                    ),
+                ))
             }
         }
     }
 
-    /// `spawner` with its cgroups holding `limits`, or back if they cannot.
-    fn limited(&self, mut spawner: Spawner, limits: CgroupLimits) -> Result<Spawner, Spawner> {
+    /// `spawner` with its cgroups holding `limits`, or back with the reason if they cannot.
+    fn limited(&self, mut spawner: Spawner, limits: CgroupLimits) -> Result<Spawner, (Spawner, io::Error)> {
         if spawner.limits == limits {
             return Ok(spawner);
         }
@@ -158,7 +161,7 @@ impl Pool {
         spawner.limits = limits;
         match result {
             Ok(()) => Ok(spawner),
-            Err(_) => Err(spawner),
+            Err(cause) => Err((spawner, cause)),
         }
     }
 
@@ -172,9 +175,17 @@ impl Pool {
         }
     }
 
+    /// Starts the pool's thread, or starts it again if it ended (a panic): waiters queued for
+    /// it are then served by the new one rather than waiting forever.
     fn start_thread(&self) -> io::Result<()> {
         let mut thread = self.thread.lock().unwrap_or_else(|e| e.into_inner());
-        if thread.is_none() {
+        if thread.as_ref().is_none_or(std::thread::JoinHandle::is_finished) {
+            if thread.is_some() {
+                // Its parked spawners died with it (parent-death signal).
+                let mut state = self.shared.lock();
+                let idle = std::mem::take(&mut state.idle);
+                state.retired.extend(idle);
+            }
             let shared = Arc::clone(&self.shared);
             *thread = Some(
                 std::thread::Builder::new()
