@@ -393,11 +393,14 @@ fn run(command: &Received<'_>, fds: &[RawFd], memory: ChildMemory, me: libc::pid
         return;
     }
     let mut status = 0;
-    if launch.errno != 0 {
+    // Written by the child, in this memory, while this process was suspended.
+    // SAFETY: `launch` is a live local; a volatile read of an `i32` field.
+    let child_errno = unsafe { std::ptr::read_volatile(&raw const launch.errno) };
+    if child_errno != 0 {
         // The child could not exec and has exited: reap it and report why.
         // SAFETY: waitpid on our own child with a valid status pointer.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        report(FAILED, launch.errno);
+        report(FAILED, child_errno);
         return;
     }
     report(STARTED, pid);
