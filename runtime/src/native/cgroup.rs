@@ -45,12 +45,16 @@ impl MemoryCgroup {
         } else {
             ("memory.oom_control", "memory.max_usage_in_bytes")
         };
+        let peak = dir.join(peak);
         Self {
             events: File::open(dir.join(events)).ok(),
+            // Writable where the kernel can reset the peak; else read-only (a first run's
+            // figure is still right).
             peak: OpenOptions::new()
                 .read(true)
                 .write(true)
-                .open(dir.join(peak))
+                .open(&peak)
+                .or_else(|_| File::open(&peak))
                 .ok(),
             dir,
             v2,
@@ -157,14 +161,16 @@ impl Cgroup {
         })
     }
 
-    /// Starts the peak memory figure afresh (for the next run in the same cgroup). cgroup v2
-    /// resets `memory.peak` only for the descriptor that wrote the reset, so there (and
-    /// wherever a reset fails) the figure is no longer reported.
+    /// Starts the peak memory figure afresh (for the next run in the same cgroup): v1 resets
+    /// `memory.max_usage_in_bytes` on a write of 0; v2 (Linux 6.12 and later) resets
+    /// `memory.peak` for the descriptor that writes to it, which is the one kept open and read.
+    /// Where the reset fails the figure is no longer reported.
     pub(crate) fn reset_peak(&self) {
         let Some(memory) = &self.memory else { return };
         let reset = match &memory.peak {
-            Some(peak) if !memory.v2 => peak.write_at(b"0", 0).is_ok(),
-            _ => false,
+            Some(peak) if memory.v2 => peak.write_at(b"reset\n", 0).is_ok(),
+            Some(peak) => peak.write_at(b"0", 0).is_ok(),
+            None => false,
         };
         if !reset {
             self.peak_valid.store(false, Ordering::Relaxed);
