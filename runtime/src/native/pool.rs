@@ -56,7 +56,7 @@ struct Shared {
 #[derive(Debug, Default)]
 struct State {
     idle: VecDeque<Spawner>,
-    waiters: VecDeque<oneshot::Sender<io::Result<Spawner>>>,
+    waiters: VecDeque<oneshot::Sender<io::Result<Handed>>>,
     /// The limits of the latest request: new spawners are made with them.
     limits: Option<CgroupLimits>,
     /// Spawners to kill and whose cgroups to remove.
@@ -77,6 +77,22 @@ struct Spawner {
     limits: CgroupLimits,
     /// The memory cgroup's OOM-kill count after the previous run.
     oom_kills: u64,
+}
+
+/// A spawner on its way to a waiter: counted as leased from the moment it is sent, so if the
+/// waiter is gone before taking it (its run was dropped), it is retired and uncounted.
+#[derive(Debug)]
+struct Handed {
+    spawner: Option<Spawner>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handed {
+    fn drop(&mut self) {
+        if let Some(spawner) = self.spawner.take() {
+            self.shared.retire(spawner);
+        }
+    }
 }
 
 /// A spawner leased to one run. Dropped, it goes back to the pool if its run ended and may be
@@ -132,7 +148,10 @@ impl Pool {
         self.shared.wake.notify_one();
         let spawner = rx
             .await
-            .map_err(|_| io::Error::other("the spawner thread has stopped"))??;
+            .map_err(|_| io::Error::other("the spawner thread has stopped"))??
+            .spawner
+            .take()
+            .ok_or_else(gone)?;
         match self.limited(spawner, limits) {
             Ok(spawner) => Ok(self.leased(spawner)),
             Err((spawner, cause)) => {
@@ -216,10 +235,10 @@ impl Shared {
     }
 
     /// A spawner back from a run: to a waiter, parked, or retired when enough are parked.
-    fn give_back(&self, spawner: Spawner) {
+    fn give_back(self: &Arc<Self>, spawner: Spawner) {
         let mut state = self.lock();
         state.leased = state.leased.saturating_sub(1);
-        let Some(spawner) = state.hand_to_waiter(spawner) else {
+        let Some(spawner) = state.hand_to_waiter(spawner, self) else {
             return;
         };
         if state.idle.len() < MAX_IDLE && !state.closed {
@@ -242,7 +261,7 @@ impl Shared {
 
     /// The pool's thread: make spawners for waiters, finish off retired ones, keep
     /// [`READY`] parked.
-    fn serve(&self) {
+    fn serve(self: Arc<Self>) {
         enum Work {
             Make(CgroupLimits, bool),
             Retire(Vec<Spawner>),
@@ -279,7 +298,7 @@ impl Shared {
                     let mut state = self.lock();
                     match made {
                         Ok(spawner) => {
-                            if let Some(spawner) = state.hand_to_waiter(spawner) {
+                            if let Some(spawner) = state.hand_to_waiter(spawner, &self) {
                                 state.idle.push_back(spawner);
                             }
                         }
@@ -298,19 +317,24 @@ impl Shared {
 
 impl State {
     /// Gives `spawner` to the first waiter still waiting; returns it if there is none.
-    fn hand_to_waiter(&mut self, mut spawner: Spawner) -> Option<Spawner> {
+    fn hand_to_waiter(&mut self, spawner: Spawner, shared: &Arc<Shared>) -> Option<Spawner> {
+        let mut handed = Handed {
+            spawner: Some(spawner),
+            shared: Arc::clone(shared),
+        };
         while let Some(waiter) = self.waiters.pop_front() {
-            match waiter.send(Ok(spawner)) {
-                Ok(()) => {
-                    self.leased += 1;
-                    return None;
-                }
+            self.leased += 1;
+            match waiter.send(Ok(handed)) {
+                Ok(()) => return None,
                 // That waiter gave up: try the next.
-                Err(Ok(back)) => spawner = back,
-                Err(Err(_)) => return None,
+                Err(back) => {
+                    self.leased -= 1;
+                    handed = back.ok()?;
+                }
             }
         }
-        Some(spawner)
+        // Taken out, so that dropping the empty guard does not retire it.
+        handed.spawner.take()
     }
 }
 
