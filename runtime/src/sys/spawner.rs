@@ -319,9 +319,8 @@ fn serve_one(memory: ChildMemory, me: libc::pid_t) {
             && (*header).cmsg_level == libc::SOL_SOCKET
             && (*header).cmsg_type == libc::SCM_RIGHTS
         {
-            let bytes = ((*header).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
             let data = libc::CMSG_DATA(header).cast::<RawFd>();
-            let count = bytes / std::mem::size_of::<RawFd>();
+            let count = count_fds(&msg);
             for i in 0..count {
                 let fd = data.add(i).read_unaligned();
                 match fds.get_mut(i) {
