@@ -27,7 +27,7 @@ use crate::expand::Var;
 use crate::git::Repo;
 use crate::policy::Policy;
 use crate::resolve::{Resolved, resolve};
-use crate::shell::{self, ShellRules};
+use crate::shell;
 
 /// The largest module read from git.
 const MAX_MODULE_BYTES: usize = 128 << 20;
@@ -248,6 +248,7 @@ pub fn plan(
         Resolved::Upstream(rel) => guest_root.join(rel),
     };
 
+    let mut uses_git = false;
     let (program, job) = match def.kind {
         Kind::Wasm => {
             let module_path = def.module.clone().unwrap_or_default();
@@ -294,19 +295,16 @@ pub fn plan(
         }
         Kind::Shell => {
             let run = def.run.clone().unwrap_or_default();
-            let rules = ShellRules {
-                deny: policy.shell.deny.clone(),
-                allow: policy.shell.allow.clone(),
-            };
-            let checked = shell::check(&run, &rules)?;
+            let checked = shell::check(&run, &policy.shell_rules)?;
             for statement in &checked.statements {
-                if !shell::is_builtin(&statement.command) {
+                if !statement.builtin {
                     resolve(&statement.command, &policy.native.path, worktree)?;
                 }
                 for script in &statement.scripts {
                     resolve(script, &policy.native.path, worktree)?;
                 }
             }
+            uses_git = checked.uses_git;
             decisions.push(format!(
                 "shell command checked: {} statements, all resolved",
                 checked.statements.len()
@@ -347,6 +345,14 @@ pub fn plan(
             .collect::<Vec<_>>()
             .join(":");
         job = job.policy_env("PATH", path);
+    }
+    if uses_git {
+        // git inside a shell helper reads no configuration but wrun's (the repository's own
+        // file may be the pull request's doing).
+        for (name, value) in shell::GIT_ENVIRONMENT {
+            job = job.policy_env(*name, *value);
+        }
+        decisions.push("git runs with its configuration isolated".to_owned());
     }
     for dropped in guard(&job.env).dropped {
         decisions.push(format!("env {} dropped ({:?})", dropped.name, dropped.reason));

@@ -137,16 +137,18 @@ pub struct EnvSection {
     pub set: BTreeMap<String, String>,
 }
 
-/// Shell-string helpers.
+/// Shell-string helpers: the allowlist of commands they may run is wrun's table
+/// (`wrun_host::shell::table`), which a policy may only narrow, plus commands the policy adds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShellSection {
-    /// Commands added to the built-in denylist.
+    /// Commands of wrun's table that shell helpers may not run under this policy.
     #[serde(default)]
-    pub deny: Vec<String>,
-    /// If not empty, the only commands a shell helper may run.
+    pub remove: Vec<String>,
+    /// Commands added to the table, each with the options it may take; or, under the name of a
+    /// command of wrun's table, the subset of its options allowed.
     #[serde(default)]
-    pub allow: Vec<String>,
+    pub commands: Vec<crate::shell::CommandSpec>,
 }
 
 /// Template variables.
@@ -200,6 +202,9 @@ pub struct Policy {
     pub env: EnvSection,
     /// Shell helpers.
     pub shell: ShellSection,
+    /// The shell allowlist: wrun's table with the policy's changes.
+    #[serde(skip)]
+    pub shell_rules: crate::shell::Rules,
     /// Template variables.
     pub templates: TemplatesSection,
     /// Audit log.
@@ -272,7 +277,10 @@ impl Policy {
                 )));
             }
         }
+        let table =
+            crate::shell::Table::with_policy(&file.shell.remove, &file.shell.commands).map_err(invalid)?;
         Ok(Self {
+            shell_rules: crate::shell::Rules { table },
             source: path.to_owned(),
             sandbox: file.sandbox,
             defaults,

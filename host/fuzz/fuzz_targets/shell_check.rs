@@ -1,5 +1,5 @@
 //! Any text given as a shell helper's `run`: refused or checked, never a panic; what passes
-//! has at most 50 statements and none of them is a denied command.
+//! has at most 50 statements, each a command of the allowlist.
 //!
 //! `shell::check` turns a panic inside the third-party parser into a refusal; libFuzzer's panic
 //! hook would abort on it anyway, so the hook installed here lets those through and aborts on a
@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wrun_host::shell::{MAX_STATEMENTS, ShellRules, check, normalize};
+use wrun_host::shell::{MAX_STATEMENTS, Rules, check};
 
 fuzz_target!(
     init: {
@@ -20,12 +20,19 @@ fuzz_target!(
         }));
     },
     |text: &str| {
-        let rules = ShellRules::default();
+        let rules = Rules::default();
         if let Ok(checked) = check(text, &rules) {
             assert!(checked.statements.len() <= MAX_STATEMENTS);
             for s in &checked.statements {
-                let n = normalize(&s.command);
-                assert!(!matches!(n.as_str(), "eval" | "exec" | "trap" | "alias"), "{text:?} passed with {n}");
+                let name = s.command.rsplit('/').next().unwrap_or(&s.command);
+                // Whatever passed is a builtin that runs nothing, an upstream script or a
+                // command of the table.
+                assert!(
+                    s.builtin || s.command.starts_with(".ai/") || s.command.starts_with("./.ai/")
+                        || rules.table.names().contains(&name),
+                    "{text:?} passed with {}", s.command
+                );
+                assert!(!matches!(name, "eval" | "exec" | "trap" | "alias" | "awk" | "xargs"), "{text:?} passed with {name}");
             }
         }
     }

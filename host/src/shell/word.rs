@@ -1,0 +1,873 @@
+//! Words as bash expands them: quote removal, which parts are literal and which are only known
+//! at run time, and the places inside a word where bash evaluates text as code (array
+//! subscripts, substring offsets, indirect expansion, `$(( ))`, `${x@P}`).
+//!
+//! Every command substitution inside a word is checked as a program of its own. Every variable
+//! whose value bash would evaluate is recorded ([`Checker::eval_ref`]); after the walk, each must
+//! have been assigned only literal values in the program (see `walk`).
+
+use brush_parser::word::{
+    self as bw, Parameter, ParameterExpr, ParameterTransformOp, SpecialParameter, WordPiece,
+    WordPieceWithSource,
+};
+
+use super::walk::Checker;
+use super::{Rule, ShellError};
+
+/// One part of a word after quote removal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Seg {
+    /// Quoted or escaped text: taken as it is.
+    Quoted(String),
+    /// Unquoted text: subject to globbing and brace expansion.
+    Unquoted(String),
+    /// An expansion whose value is known only at run time.
+    Unknown,
+    /// A plain variable (`$x`, `${x}`): known only at run time, but the program's own
+    /// assignments to it may tell what it can hold.
+    Var(String),
+}
+
+/// What each variable may hold, from the program's literal assignments: `None` when some
+/// value is not a literal (or there are too many).
+pub(crate) type Values = std::collections::HashMap<String, Option<Vec<String>>>;
+
+/// A word of the program, analysed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Word {
+    /// As written.
+    pub(crate) raw: String,
+    /// Its parts.
+    pub(crate) segs: Vec<Seg>,
+    /// Whether an expansion in it is unquoted (its value would be split and globbed).
+    pub(crate) unquoted_expansion: bool,
+    /// The variables it expands (whose values it carries).
+    pub(crate) vars: Vec<String>,
+    /// Whether it carries text from outside the program: command output, request arguments,
+    /// a home directory, an indirect expansion.
+    pub(crate) opaque: bool,
+}
+
+impl Word {
+    /// A word with this fixed text (a file name inside a sed script, say).
+    pub(crate) fn literal_text(text: &str) -> Self {
+        Self {
+            raw: text.to_owned(),
+            segs: vec![Seg::Quoted(text.to_owned())],
+            unquoted_expansion: false,
+            vars: Vec::new(),
+            opaque: false,
+        }
+    }
+
+    /// The word's one value, if bash expands it to exactly this text: no expansion, no glob,
+    /// no brace expansion.
+    pub(crate) fn literal(&self) -> Option<String> {
+        if self.has_glob() {
+            return None;
+        }
+        self.text()
+    }
+
+    /// The text after quote removal if the word has no expansion (globs kept as written): its
+    /// value where bash neither globs nor splits (the right side of an assignment).
+    pub(crate) fn text(&self) -> Option<String> {
+        let mut out = String::new();
+        for seg in &self.segs {
+            match seg {
+                Seg::Quoted(s) | Seg::Unquoted(s) => out.push_str(s),
+                Seg::Unknown | Seg::Var(_) => return None,
+            }
+        }
+        Some(out)
+    }
+
+    /// Whether unquoted text in it would be globbed or brace-expanded.
+    pub(crate) fn has_glob(&self) -> bool {
+        self.segs.iter().any(|s| match s {
+            Seg::Unquoted(t) => is_glob(t),
+            _ => false,
+        })
+    }
+
+    /// Whether the word could expand to something starting with `-` (and so be read as an
+    /// option): it starts with `-`, with an expansion, or with a glob that could match a file
+    /// named `-…` (a pull request chooses its file names).
+    pub(crate) fn may_be_option(&self) -> bool {
+        for seg in &self.segs {
+            match seg {
+                Seg::Unknown | Seg::Var(_) => return true,
+                Seg::Quoted(t) if !t.is_empty() => return t.starts_with('-'),
+                Seg::Unquoted(t) if !t.is_empty() => {
+                    return t.starts_with(['-', '*', '?', '[', '{']);
+                }
+                _ => {}
+            }
+        }
+        false
+    }
+
+    /// Every shape the word could expand to, as glob tokens: literal text as characters, globs
+    /// as what they match, expansions as any name (no `/`); one shape per brace alternative
+    /// (bounded: past [`MAX_SHAPES`], a brace group is "anything").
+    pub(crate) fn shapes(&self, values: &Values) -> Vec<Vec<Tok>> {
+        let chars = |t: &str| -> Vec<Tok> { t.chars().map(|c| Tok::One(Set::Char(c))).collect() };
+        let mut shapes: Vec<Vec<Tok>> = vec![Vec::new()];
+        for seg in &self.segs {
+            let alternatives: Vec<Vec<Tok>> = match seg {
+                Seg::Quoted(t) => vec![chars(t)],
+                Seg::Var(name) => match values.get(name) {
+                    Some(Some(known)) => known.iter().map(|v| chars(v)).collect(),
+                    _ => vec![vec![Tok::Many(Set::NotSlash)]],
+                },
+                // An expansion may fill in a name, not make path structure: a word whose
+                // every `/` comes from outside is a value from outside, not a path the
+                // program names.
+                Seg::Unknown => vec![vec![Tok::Many(Set::NotSlash)]],
+                Seg::Unquoted(t) => braces(t).iter().map(|alt| glob_tokens(alt)).collect(),
+            };
+            if shapes.len() * alternatives.len() > MAX_SHAPES {
+                let many = if matches!(seg, Seg::Var(_)) {
+                    Set::NotSlash
+                } else {
+                    Set::Any
+                };
+                for shape in &mut shapes {
+                    shape.push(Tok::Many(many));
+                }
+                continue;
+            }
+            shapes = shapes
+                .iter()
+                .flat_map(|shape| {
+                    alternatives.iter().map(move |alt| {
+                        let mut s = shape.clone();
+                        s.extend(alt.iter().copied());
+                        s
+                    })
+                })
+                .collect();
+        }
+        shapes
+    }
+}
+
+/// The most brace alternatives a word is expanded into for the path checks.
+const MAX_SHAPES: usize = 64;
+
+/// A set of characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Set {
+    /// This character.
+    Char(char),
+    /// Any character but `/` (what a glob matches).
+    NotSlash,
+    /// Any character (what an expansion holds).
+    Any,
+}
+
+impl Set {
+    /// Whether some character is in both sets.
+    fn meets(self, other: Set) -> bool {
+        match (self, other) {
+            (Set::Char(a), Set::Char(b)) => a == b,
+            (Set::Char(c), Set::NotSlash) | (Set::NotSlash, Set::Char(c)) => c != '/',
+            _ => true,
+        }
+    }
+}
+
+/// One token of a glob shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tok {
+    /// One character of the set (a literal character, `?`, `[…]`).
+    One(Set),
+    /// Any number of characters of the set (`*`, an expansion).
+    Many(Set),
+}
+
+/// Glob text as tokens (braces already expanded): `*` and `?` do not match `/`. With
+/// `any_star`, `*` matches anything (for the patterns checked against).
+pub(crate) fn glob_tokens(text: &str) -> Vec<Tok> {
+    glob_tokens_with(text, Set::NotSlash)
+}
+
+fn glob_tokens_with(text: &str, star: Set) -> Vec<Tok> {
+    let mut out = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => out.push(Tok::Many(star)),
+            '?' => out.push(Tok::One(Set::NotSlash)),
+            '[' if chars.clone().any(|d| d == ']') => {
+                for d in chars.by_ref() {
+                    if d == ']' {
+                        break;
+                    }
+                }
+                out.push(Tok::One(Set::NotSlash));
+            }
+            c => out.push(Tok::One(Set::Char(c))),
+        }
+    }
+    out
+}
+
+/// A pattern whose `*` matches any text, `/` included.
+pub(crate) fn pattern_tokens(text: &str) -> Vec<Tok> {
+    glob_tokens_with(text, Set::Any)
+}
+
+/// The brace expansions of unquoted text, bounded; a sequence (`{1..3}`) or too many
+/// alternatives become `*`.
+fn braces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    // The first top-level group with a top-level comma or `..`.
+    let mut start = None;
+    let mut depth = 0;
+    for (i, &c) in chars.iter().enumerate() {
+        match c {
+            '{' => {
+                if depth == 0 {
+                    start = Some(i);
+                }
+                depth += 1;
+            }
+            '}' if depth > 0 => {
+                depth -= 1;
+                if depth == 0
+                    && let Some(open) = start
+                {
+                    let inner: String = chars[open + 1..i].iter().collect();
+                    let prefix: String = chars[..open].iter().collect();
+                    let suffix: String = chars[i + 1..].iter().collect();
+                    let alternatives = split_top_level(&inner);
+                    if alternatives.len() < 2 && !inner.contains("..") {
+                        continue;
+                    }
+                    let alternatives = if inner.contains("..") && alternatives.len() < 2 {
+                        vec!["*".to_owned()]
+                    } else {
+                        alternatives
+                    };
+                    let mut out = Vec::new();
+                    for alt in alternatives {
+                        for rest in braces(&format!("{alt}{suffix}")) {
+                            out.push(format!("{prefix}{rest}"));
+                            if out.len() > MAX_SHAPES {
+                                return vec![format!("{prefix}*")];
+                            }
+                        }
+                    }
+                    return out;
+                }
+            }
+            _ => {}
+        }
+    }
+    vec![text.to_owned()]
+}
+
+/// `a,b{c,d},e` split at top-level commas.
+fn split_top_level(text: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut depth = 0;
+    for c in text.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(last) = out.last_mut() {
+            last.push(c);
+        }
+    }
+    out
+}
+
+/// Whether some string matches both shapes (a walk over the product of the two automata).
+pub(crate) fn intersects(a: &[Tok], b: &[Tok]) -> bool {
+    let mut seen = vec![vec![false; b.len() + 1]; a.len() + 1];
+    let mut stack = vec![(0usize, 0usize)];
+    while let Some((i, j)) = stack.pop() {
+        if seen[i][j] {
+            continue;
+        }
+        seen[i][j] = true;
+        if i == a.len() && j == b.len() {
+            return true;
+        }
+        // Leaving a `Many` consumes nothing.
+        if let Some(Tok::Many(_)) = a.get(i) {
+            stack.push((i + 1, j));
+        }
+        if let Some(Tok::Many(_)) = b.get(j) {
+            stack.push((i, j + 1));
+        }
+        // Both consume one character they have in common.
+        if let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+            let (sx, nx) = match x {
+                Tok::One(s) => (*s, i + 1),
+                Tok::Many(s) => (*s, i),
+            };
+            let (sy, ny) = match y {
+                Tok::One(s) => (*s, j + 1),
+                Tok::Many(s) => (*s, j),
+            };
+            if sx.meets(sy) && (nx, ny) != (i, j) {
+                stack.push((nx, ny));
+            } else if sx.meets(sy) {
+                // Both stay in their `Many`: one character later is the same state.
+            }
+        }
+    }
+    false
+}
+
+/// Whether unquoted `text` contains a glob or a brace expansion.
+pub(crate) fn is_glob(text: &str) -> bool {
+    if text.contains(['*', '?']) {
+        return true;
+    }
+    // `[…]` with its closing bracket; a lone `[` is literal (the `[` command).
+    if let Some(open) = text.find('[')
+        && text[open + 1..].contains(']')
+    {
+        return true;
+    }
+    // `{a,b}` and `{1..3}`; a lone `{` or `{}` is literal.
+    let mut depth = 0usize;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth > 0 => return true,
+            '.' if depth > 0 && text[i..].starts_with("..") => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Variables bash computes itself: their values are numbers, never text from outside.
+pub(crate) fn is_computed(name: &str) -> bool {
+    matches!(
+        name,
+        "RANDOM"
+            | "SRANDOM"
+            | "SECONDS"
+            | "EPOCHSECONDS"
+            | "LINENO"
+            | "BASHPID"
+            | "PPID"
+            | "UID"
+            | "EUID"
+            | "BASH_SUBSHELL"
+    )
+}
+
+impl Checker<'_> {
+    /// Analyses a word: every substitution in it is checked as a program, every evaluation
+    /// context recorded.
+    pub(super) fn word(&mut self, raw: &str) -> Result<Word, ShellError> {
+        let pieces = bw::parse(raw, &super::parser_options())
+            .map_err(|e| ShellError::new(Rule::Parse, format!("a word does not parse: {e}"), Some(raw)))?;
+        let mut out = Word {
+            raw: raw.to_owned(),
+            segs: Vec::new(),
+            unquoted_expansion: false,
+            vars: Vec::new(),
+            opaque: false,
+        };
+        for p in &pieces {
+            self.piece(p, raw, false, &mut out)?;
+        }
+        super::guards::path(&out, &Values::new())?;
+        self.var_word(&out);
+        Ok(out)
+    }
+
+    fn piece(
+        &mut self,
+        piece: &WordPieceWithSource,
+        source: &str,
+        quoted: bool,
+        out: &mut Word,
+    ) -> Result<(), ShellError> {
+        let raw = source.get(piece.start_index..piece.end_index).unwrap_or(source);
+        match &piece.piece {
+            WordPiece::Text(t) if quoted => out.segs.push(Seg::Quoted(t.clone())),
+            WordPiece::Text(t) => out.segs.push(Seg::Unquoted(t.clone())),
+            WordPiece::SingleQuotedText(t) => out.segs.push(Seg::Quoted(t.clone())),
+            WordPiece::AnsiCQuotedText(t) => out.segs.push(Seg::Quoted(ansi_c(t))),
+            WordPiece::EscapeSequence(e) => {
+                let c = e.strip_prefix('\\').unwrap_or(e);
+                if c != "\n" {
+                    out.segs.push(Seg::Quoted(c.to_owned()));
+                }
+            }
+            WordPiece::DoubleQuotedSequence(inner) | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                // An empty "" still makes the word exist.
+                out.segs.push(Seg::Quoted(String::new()));
+                for p in inner {
+                    self.piece(p, source, true, out)?;
+                }
+            }
+            WordPiece::TildeExpansion(_) => {
+                out.opaque = true;
+                out.segs.push(Seg::Unknown);
+            }
+            WordPiece::ParameterExpansion(expr) => {
+                self.parameter(expr, raw, out)?;
+                if !quoted {
+                    out.unquoted_expansion = true;
+                }
+                out.segs.push(match expr {
+                    P::Parameter {
+                        parameter: Parameter::Named(name),
+                        indirect: false,
+                    } => Seg::Var(name.clone()),
+                    _ => Seg::Unknown,
+                });
+            }
+            WordPiece::ArithmeticExpression(e) => {
+                self.arithmetic(&e.value, "an arithmetic expansion $(( ))")?;
+                out.segs.push(Seg::Unknown);
+            }
+            WordPiece::CommandSubstitution(code) | WordPiece::BackquotedCommandSubstitution(code) => {
+                self.subprogram(code)?;
+                out.opaque = true;
+                if !quoted {
+                    out.unquoted_expansion = true;
+                }
+                out.segs.push(Seg::Unknown);
+            }
+        }
+        Ok(())
+    }
+
+    /// A parameter expansion: the words inside it (defaults, patterns) are words in turn, and
+    /// what bash evaluates is recorded. Where its value comes from is added to `out`.
+    fn parameter(&mut self, expr: &ParameterExpr, raw: &str, out: &mut Word) -> Result<(), ShellError> {
+        use ParameterExpr as P;
+        let (parameter, indirect, words): (&Parameter, bool, Vec<&str>) = match expr {
+            P::Parameter { parameter, indirect } | P::ParameterLength { parameter, indirect } => {
+                (parameter, *indirect, Vec::new())
+            }
+            P::UseDefaultValues {
+                parameter,
+                indirect,
+                default_value: value,
+                ..
+            }
+            | P::UseAlternativeValue {
+                parameter,
+                indirect,
+                alternative_value: value,
+                ..
+            }
+            | P::IndicateErrorIfNullOrUnset {
+                parameter,
+                indirect,
+                error_message: value,
+                ..
+            }
+            | P::RemoveSmallestSuffixPattern {
+                parameter,
+                indirect,
+                pattern: value,
+            }
+            | P::RemoveLargestSuffixPattern {
+                parameter,
+                indirect,
+                pattern: value,
+            }
+            | P::RemoveSmallestPrefixPattern {
+                parameter,
+                indirect,
+                pattern: value,
+            }
+            | P::RemoveLargestPrefixPattern {
+                parameter,
+                indirect,
+                pattern: value,
+            }
+            | P::UppercaseFirstChar {
+                parameter,
+                indirect,
+                pattern: value,
+            }
+            | P::UppercasePattern {
+                parameter,
+                indirect,
+                pattern: value,
+            }
+            | P::LowercaseFirstChar {
+                parameter,
+                indirect,
+                pattern: value,
+            }
+            | P::LowercasePattern {
+                parameter,
+                indirect,
+                pattern: value,
+            } => (parameter, *indirect, value.iter().map(String::as_str).collect()),
+            P::AssignDefaultValues {
+                parameter,
+                indirect,
+                default_value,
+                ..
+            } => {
+                let value = match default_value {
+                    Some(v) => self.word(v)?,
+                    None => Word::literal_text(""),
+                };
+                if let Parameter::Named(name) = parameter {
+                    self.assign_from(name, &value);
+                }
+                out.vars.extend(value.vars);
+                out.opaque |= value.opaque;
+                (parameter, *indirect, Vec::new())
+            }
+            P::Substring {
+                parameter,
+                indirect,
+                offset,
+                length,
+            } => {
+                self.arithmetic(&offset.value, "a substring offset ${x:offset}")?;
+                if let Some(length) = length {
+                    self.arithmetic(&length.value, "a substring length ${x:offset:length}")?;
+                }
+                (parameter, *indirect, Vec::new())
+            }
+            P::Transform {
+                parameter,
+                indirect,
+                op,
+            } => {
+                if matches!(op, ParameterTransformOp::PromptExpand) {
+                    return Err(ShellError::new(
+                        Rule::Evaluation,
+                        "`${x@P}` expands its value as a prompt, which runs command substitutions in it",
+                        Some(raw),
+                    ));
+                }
+                (parameter, *indirect, Vec::new())
+            }
+            P::ReplaceSubstring {
+                parameter,
+                indirect,
+                pattern,
+                replacement,
+                ..
+            } => {
+                let mut words = vec![pattern.as_str()];
+                words.extend(replacement.as_deref());
+                (parameter, *indirect, words)
+            }
+            P::VariableNames { .. } | P::MemberKeys { .. } => return Ok(()),
+        };
+        for w in words {
+            let inner = self.word(w)?;
+            out.vars.extend(inner.vars);
+            out.opaque |= inner.opaque;
+        }
+        let length = matches!(expr, P::ParameterLength { .. });
+        match parameter {
+            _ if indirect => out.opaque = true,
+            Parameter::Named(name)
+            | Parameter::NamedWithIndex { name, .. }
+            | Parameter::NamedWithAllIndices { name, .. } => {
+                if !length {
+                    out.vars.push(name.clone());
+                }
+            }
+            Parameter::Special(
+                SpecialParameter::PositionalParameterCount
+                | SpecialParameter::LastExitStatus
+                | SpecialParameter::ProcessId
+                | SpecialParameter::LastBackgroundProcessId
+                | SpecialParameter::CurrentOptionFlags,
+            ) => {}
+            Parameter::Positional(_) | Parameter::Special(_) => out.opaque |= !length,
+        }
+        match parameter {
+            Parameter::Named(name) | Parameter::NamedWithAllIndices { name, .. } if indirect => {
+                self.eval_ref(
+                    name,
+                    raw,
+                    "an indirect expansion ${!name} (its value names the variable read)",
+                );
+            }
+            Parameter::NamedWithIndex { name, index } => {
+                self.arithmetic(index, "an array subscript")?;
+                if indirect {
+                    self.eval_ref(name, raw, "an indirect expansion ${!name}");
+                }
+            }
+            Parameter::Positional(_) | Parameter::Special(_) if indirect => {
+                return Err(ShellError::new(
+                    Rule::Evaluation,
+                    "an indirect expansion of a positional or special parameter reads a variable named by text from outside",
+                    Some(raw),
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Text bash evaluates as arithmetic (`$(( ))`, `(( ))`, `let`, subscripts, `[[ -eq ]]`
+    /// operands): no command substitution, and every variable it reads must hold only literal
+    /// values of the program. Bash evaluates a variable's value as an expression in turn, so a
+    /// value from a file (`a[$(id)]`) would run a command.
+    pub(super) fn arithmetic(&mut self, text: &str, what: &str) -> Result<(), ShellError> {
+        let refuse = |reason: String| Err(ShellError::new(Rule::Evaluation, reason, Some(text)));
+        if text.contains("$(")
+            || text.contains('`')
+            || text.contains("$[")
+            || text.contains("<(")
+            || text.contains(">(")
+        {
+            return refuse(format!(
+                "a command substitution inside {what}: its output would be evaluated as code"
+            ));
+        }
+        let chars: Vec<char> = text.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            if c == '$' {
+                match chars.get(i + 1) {
+                    Some('{') => {
+                        let mut depth = 0;
+                        let mut end = None;
+                        for (j, &d) in chars.iter().enumerate().skip(i + 1) {
+                            match d {
+                                '{' => depth += 1,
+                                '}' => {
+                                    depth -= 1;
+                                    if depth == 0 {
+                                        end = Some(j);
+                                        break;
+                                    }
+                                }
+                                _ => {}
+                            }
+                        }
+                        let Some(end) = end else {
+                            return refuse(format!("an unclosed `${{` inside {what}"));
+                        };
+                        let expansion: String = chars[i..=end].iter().collect();
+                        self.arithmetic_parameter(&expansion, what)?;
+                        i = end + 1;
+                    }
+                    Some(d) if d.is_ascii_digit() || *d == '@' || *d == '*' => {
+                        return refuse(format!(
+                            "a positional parameter inside {what}: its value comes from the request and would be evaluated as code"
+                        ));
+                    }
+                    Some('#' | '?' | '$' | '!') => i += 2,
+                    Some(d) if d.is_ascii_alphabetic() || *d == '_' => {
+                        let start = i + 1;
+                        let mut j = start;
+                        while j < chars.len() && (chars[j].is_ascii_alphanumeric() || chars[j] == '_') {
+                            j += 1;
+                        }
+                        let name: String = chars[start..j].iter().collect();
+                        self.eval_ref(&name, text, what);
+                        i = j;
+                    }
+                    _ => i += 1,
+                }
+            } else if c.is_ascii_digit() {
+                // A number: decimal, 0x…, 0…, or BASE#DIGITS (whose digits may be letters).
+                let mut j = i;
+                while j < chars.len() && (chars[j].is_ascii_alphanumeric() || chars[j] == '_') {
+                    j += 1;
+                }
+                if chars.get(j) == Some(&'#') {
+                    j += 1;
+                    while j < chars.len()
+                        && (chars[j].is_ascii_alphanumeric() || matches!(chars[j], '@' | '_'))
+                    {
+                        j += 1;
+                    }
+                }
+                i = j;
+            } else if c.is_ascii_alphabetic() || c == '_' {
+                let start = i;
+                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                    i += 1;
+                }
+                let name: String = chars[start..i].iter().collect();
+                self.eval_ref(&name, text, what);
+            } else {
+                i += 1;
+            }
+        }
+        super::walk::arithmetic_assignments(text, self);
+        Ok(())
+    }
+
+    /// A `${…}` inside arithmetic: only a plain variable (or a computed special parameter).
+    fn arithmetic_parameter(&mut self, expansion: &str, what: &str) -> Result<(), ShellError> {
+        let pieces = bw::parse(expansion, &super::parser_options()).map_err(|e| {
+            ShellError::new(
+                Rule::Parse,
+                format!("a word does not parse: {e}"),
+                Some(expansion),
+            )
+        })?;
+        if let [piece] = pieces.as_slice()
+            && let WordPiece::ParameterExpansion(P::Parameter {
+                parameter,
+                indirect: false,
+            }) = &piece.piece
+        {
+            match parameter {
+                Parameter::Named(name) => {
+                    self.eval_ref(name, expansion, what);
+                    return Ok(());
+                }
+                Parameter::Special(
+                    SpecialParameter::PositionalParameterCount
+                    | SpecialParameter::LastExitStatus
+                    | SpecialParameter::ProcessId
+                    | SpecialParameter::LastBackgroundProcessId,
+                ) => return Ok(()),
+                _ => {}
+            }
+        }
+        Err(ShellError::new(
+            Rule::Evaluation,
+            format!("only a plain variable may be expanded inside {what}"),
+            Some(expansion),
+        ))
+    }
+}
+
+use ParameterExpr as P;
+
+/// Decodes the body of a bash `$'…'` string the way bash does.
+pub(crate) fn ansi_c(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    let take_digits = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>, radix: u32, max: usize| {
+        let mut v: u32 = 0;
+        let mut n = 0;
+        while n < max {
+            match chars.peek().and_then(|c| c.to_digit(radix)) {
+                Some(d) => {
+                    v = v * radix + d;
+                    chars.next();
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        (v, n)
+    };
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some(e) = chars.next() else {
+            out.push('\\');
+            break;
+        };
+        let decoded = match e {
+            'a' => Some('\x07'),
+            'b' => Some('\x08'),
+            'e' | 'E' => Some('\x1b'),
+            'f' => Some('\x0c'),
+            'n' => Some('\n'),
+            'r' => Some('\r'),
+            't' => Some('\t'),
+            'v' => Some('\x0b'),
+            '\\' | '\'' | '"' | '?' => Some(e),
+            'c' => chars.next().map(|c| char::from((c as u8) & 0x1f)),
+            'x' => {
+                let (v, n) = take_digits(&mut chars, 16, 2);
+                if n == 0 { None } else { char::from_u32(v) }
+            }
+            'u' => char::from_u32(take_digits(&mut chars, 16, 4).0),
+            'U' => char::from_u32(take_digits(&mut chars, 16, 8).0),
+            '0'..='7' => {
+                let mut v = e.to_digit(8).unwrap_or(0);
+                let (rest, n) = take_digits(&mut chars, 8, 2);
+                v = v * 8u32.pow(n as u32) + rest;
+                char::from_u32(v & 0xff)
+            }
+            _ => None,
+        };
+        match decoded {
+            Some(d) => out.push(d),
+            None => {
+                out.push('\\');
+                out.push(e);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ansi_c_strings_decode_as_bash_decodes_them() {
+        assert_eq!(ansi_c("\\x63url"), "curl");
+        assert_eq!(ansi_c("\\143url"), "curl");
+        assert_eq!(ansi_c("\\u0063url"), "curl");
+    }
+
+    #[test]
+    fn shapes_expand_braces_and_globs_and_intersect_as_bash_would_match() {
+        let word = |segs: Vec<Seg>| Word {
+            raw: String::new(),
+            segs,
+            unquoted_expansion: false,
+            vars: Vec::new(),
+            opaque: false,
+        };
+        let sensitive = pattern_tokens("*proc/*environ");
+        let reaches = |w: &Word| w.shapes(&Values::new()).iter().any(|s| intersects(s, &sensitive));
+        let unquoted = |t: &str| word(vec![Seg::Unquoted(t.to_owned())]);
+        assert!(reaches(&unquoted("/proc/self/envir*")));
+        assert!(reaches(&unquoted("/pr?c/*/environ")));
+        assert!(reaches(&unquoted("/p[r]oc/self/environ")));
+        assert!(reaches(&unquoted("{README.md,/proc/self/environ}")));
+        assert!(reaches(&word(vec![
+            Seg::Quoted("/proc/".into()),
+            Seg::Unknown,
+            Seg::Quoted("/environ".into())
+        ])));
+        assert!(!reaches(&unquoted("src/*.rs")));
+        assert!(!reaches(&unquoted("*.py")));
+        let tcp = pattern_tokens("*dev/tcp/*");
+        assert!(
+            !unquoted("*.py")
+                .shapes(&Values::new())
+                .iter()
+                .any(|s| intersects(s, &tcp))
+        );
+        let split = word(vec![
+            Seg::Quoted("/dev/tc".into()),
+            Seg::Unknown,
+            Seg::Quoted("p/10.0.0.1/80".into()),
+        ]);
+        assert!(split.shapes(&Values::new()).iter().any(|s| intersects(s, &tcp)));
+        assert!(!reaches(&unquoted("{src,lib}/*.py")));
+        assert_eq!(braces("a{b,c{d,e}}f"), ["abf", "acdf", "acef"]);
+        assert!(is_glob("a{b,c}") && is_glob("{1..3}") && is_glob("*.py") && is_glob("[ab].c"));
+        assert!(!is_glob("{}") && !is_glob("a{b}") && !is_glob("plain") && !is_glob("["));
+    }
+}
