@@ -1,26 +1,36 @@
-//! Layer 1: configuration and `.ai/` scripts come only from the base repository's default
-//! branch. Everything here runs `git` on a repository whose worktree is hostile, so every call
-//! is hardened:
+//! Layer 1: configuration and `.ai/` scripts come only from the upstream repository's default
+//! branch, and host-side git runs no program that a repository or a pull request chooses.
 //!
-//! - wrun's environment is not inherited (no `GIT_DIR`, `GIT_SSH_COMMAND`, `GIT_CONFIG_*` from the
-//!   host); system and global config are not read; no terminal prompt;
-//! - `core.hooksPath=/dev/null` (no hooks), `core.fsmonitor=false`, no untracked cache,
-//!   `diff.external` and textconv off, no pager, no proxy or SSH command, no credential helper;
-//! - `protocol.allow=never` with only `file`, `git`, `ssh` and `https` allowed: no `ext::` or
-//!   other remote helpers named by a URL;
-//! - files are never checked out by git (which would apply `.gitattributes` filters from the
-//!   worktree): upstream's `.ai/` is listed with `ls-tree` and each blob written by wrun through a
-//!   cap-std handle on the worktree.
+//! - **Where upstream is** is the operator's to say: a URL from the policy (`[upstream] url`)
+//!   or the request (`--upstream`), or the URL of the worktree's remote named by `--base`, which
+//!   must then be one the policy allows (`[upstream] allow`). Either way it must be an
+//!   `https`, `ssh`, `git` or `file` URL (or an absolute path): no `ext::` or other remote
+//!   helper, no option-looking URL, no relative path, nothing inside the worktree.
+//! - **The pull request's repository is never given to git.** Its remote's URL is read from
+//!   the bytes of its `.git/config` by `git config --file -` (no includes, no repository), and
+//!   nothing else of it is read: not its configuration, hooks, alternates or info files.
+//! - **Fetches run in a repository wrun owns**: one bare repository per upstream URL under
+//!   wrun's state directory, created by wrun, with only wrun's configuration; git runs with a
+//!   cleared environment, no system or global configuration, and on the command line every
+//!   hook, filter, helper, proxy and external program turned off, `protocol.allow=never` but
+//!   for `file`, `git`, `ssh` and `https`.
+//! - Files of upstream's `.ai/` are read from that repository's objects (`cat-file`), never
+//!   checked out (which would apply `.gitattributes` filters); the overlay writes them into the
+//!   worktree through a directory handle, with descriptors bounded whatever the depth.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use cap_fs_ext::DirExt;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, DirBuilder, OpenOptions, Permissions};
 
 /// The directory upstream owns in every worktree.
 pub const AI_DIR: &str = ".ai";
+
+/// The largest `.git/config` read to find a remote's URL.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// A git operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +58,31 @@ pub enum GitError {
     /// A ref is not of the form `REMOTE/BRANCH` or has characters git would read as options.
     #[error("base ref {0:?} is not REMOTE/BRANCH (for example origin/main)")]
     BadRef(String),
+    /// The upstream URL is refused.
+    #[error("upstream URL {url:?} refused: {reason}")]
+    BadUrl {
+        /// The URL.
+        url: String,
+        /// Why, and what is allowed.
+        reason: String,
+    },
+    /// No upstream could be determined.
+    #[error("{0}")]
+    NoUpstream(String),
+    /// The directory given as the repository is not a git worktree.
+    #[error(
+        "{} is not a git worktree (no .git in it); point --repo at the pull request's clone. Nothing in it was changed",
+        .0.display()
+    )]
+    NotAWorktree(PathBuf),
+    /// wrun's own storage could not be used.
+    #[error("wrun's upstream storage {}: {reason}", path.display())]
+    Storage {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// Writing the overlay into the worktree failed.
     #[error("cannot write upstream's .ai/ into the worktree: {0}")]
     Overlay(#[source] std::io::Error),
@@ -61,13 +96,6 @@ pub enum GitError {
         /// git's message.
         cause: String,
     },
-}
-
-/// A repository, with the git binary to run on it.
-#[derive(Debug, Clone)]
-pub struct Repo {
-    git: PathBuf,
-    dir: PathBuf,
 }
 
 /// The base ref of a review: a remote and its default branch.
@@ -105,9 +133,9 @@ impl BaseRef {
         })
     }
 
-    /// The remote-tracking ref the fetch writes: `refs/remotes/REMOTE/BRANCH`.
-    pub fn tracking_ref(&self) -> String {
-        format!("refs/remotes/{}/{}", self.remote, self.branch)
+    /// The ref wrun's own repository keeps the fetched branch at.
+    fn wrun_ref(&self) -> String {
+        format!("refs/wrun/heads/{}", self.branch)
     }
 }
 
@@ -117,8 +145,218 @@ impl std::fmt::Display for BaseRef {
     }
 }
 
-/// The configuration every git call gets on the command line (protected config, which a
-/// repository's own `.git/config` cannot override for hooks and protocols).
+/// An upstream URL that passed the rules: see the module documentation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamUrl(String);
+
+impl UpstreamUrl {
+    /// Checks `url`. `worktree` and `repo`: directories a local upstream may not lie in.
+    pub fn parse(url: &str, worktree: &Path, repo: &Path) -> Result<Self, GitError> {
+        let bad = |reason: &str| GitError::BadUrl {
+            url: url.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if url.contains("::") {
+            return Err(bad(
+                "`TRANSPORT::ADDRESS` runs a remote helper (git-remote-TRANSPORT), such as ext:: which runs any command",
+            ));
+        }
+        if url.is_empty() || url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(bad("it is empty or contains whitespace or control characters"));
+        }
+        if url.starts_with('-') {
+            return Err(bad("it starts with `-`, which git would read as an option"));
+        }
+        let local = if let Some(rest) = url.strip_prefix("file://") {
+            Some(rest)
+        } else if let Some((scheme, rest)) = url.split_once("://") {
+            if !matches!(scheme, "https" | "ssh" | "git") {
+                return Err(bad("the scheme must be https, ssh, git or file"));
+            }
+            // ssh://-oProxyCommand=… and friends (CVE-2017-1000117): no host starting with `-`.
+            let host = rest.split(['/', '@']).find(|s| !s.is_empty()).unwrap_or("");
+            if rest.starts_with('-') || host.starts_with('-') || rest.contains("@-") {
+                return Err(bad("the host starts with `-`"));
+            }
+            None
+        } else if url.starts_with('/') {
+            Some(url)
+        } else if let Some((user_host, _)) = url.split_once(':')
+            && !user_host.contains('/')
+        {
+            // scp-like `user@host:path`, which git reaches over ssh.
+            if user_host.starts_with('-') || user_host.contains("@-") {
+                return Err(bad("the host starts with `-`"));
+            }
+            None
+        } else {
+            return Err(bad(
+                "a relative path is resolved inside the repository (a pull request could provide it); give an absolute path or a URL",
+            ));
+        };
+        if let Some(path) = local {
+            let path = Path::new(path);
+            if !path.is_absolute() {
+                return Err(bad("a file URL must name an absolute path"));
+            }
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+            for inside in [worktree, repo] {
+                let inside = std::fs::canonicalize(inside).unwrap_or_else(|_| inside.to_owned());
+                if real.starts_with(&inside) {
+                    return Err(bad(
+                        "it lies inside the pull request's repository or worktree, which the pull request controls",
+                    ));
+                }
+            }
+        }
+        Ok(Self(url.to_owned()))
+    }
+
+    /// The URL.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Where the upstream URL comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlSource {
+    /// The operator named it (policy or request).
+    Operator,
+    /// The worktree's remote, found in the policy's allowlist.
+    AllowedRemote,
+}
+
+/// Finds the upstream URL: `configured` if the operator gave one, else the URL of the
+/// worktree's remote `base.remote`, which must be in `allow`.
+///
+/// # Security
+/// Reads the repository's `.git/config` as data (bounded) and hands it to `git config --file -`
+/// run outside any repository: no include is followed and nothing of the repository runs.
+pub fn upstream_url(
+    git: &Path,
+    repo: &Path,
+    worktree: &Path,
+    base: &BaseRef,
+    configured: Option<&str>,
+    allow: &[String],
+) -> Result<(UpstreamUrl, UrlSource), GitError> {
+    if let Some(url) = configured {
+        return Ok((UpstreamUrl::parse(url, worktree, repo)?, UrlSource::Operator));
+    }
+    if allow.is_empty() {
+        return Err(GitError::NoUpstream(
+            "no upstream is configured: set [upstream] url (or allow the worktree's remote URL in [upstream] allow) in the policy, or pass --upstream URL"
+                .into(),
+        ));
+    }
+    let config = read_config(repo)?;
+    let key = format!("remote.{}.url", base.remote);
+    let out = run_git(
+        git,
+        Path::new("/"),
+        &[
+            "config",
+            "--file",
+            "-",
+            "--no-includes",
+            "--get-all",
+            "--end-of-options",
+            &key,
+        ],
+        Some(&config),
+    );
+    let urls = match out {
+        Ok(out) => String::from_utf8_lossy(&out)
+            .lines()
+            .map(str::to_owned)
+            .collect::<Vec<_>>(),
+        Err(GitError::Failed { .. }) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let url = match urls.as_slice() {
+        [one] => one.clone(),
+        [] => {
+            return Err(GitError::NoUpstream(format!(
+                "the repository has no remote {:?} (--base {base}); name a configured remote, or set [upstream] url in the policy",
+                base.remote
+            )));
+        }
+        _ => {
+            return Err(GitError::NoUpstream(format!(
+                "the repository's remote {:?} has several URLs; set [upstream] url in the policy",
+                base.remote
+            )));
+        }
+    };
+    let parsed = UpstreamUrl::parse(&url, worktree, repo)?;
+    if !allow.iter().any(|a| same_url(a, &url)) {
+        return Err(GitError::BadUrl {
+            url,
+            reason: "it is not in the policy's [upstream] allow list (the worktree's remote is the pull request's to set)".into(),
+        });
+    }
+    Ok((parsed, UrlSource::AllowedRemote))
+}
+
+/// Whether two URLs name the same repository: equal up to a trailing `/` or `.git`.
+fn same_url(a: &str, b: &str) -> bool {
+    let norm = |s: &str| s.trim_end_matches('/').trim_end_matches(".git").to_owned();
+    norm(a) == norm(b)
+}
+
+/// The bytes of the repository's configuration file: `.git/config`, or for a linked worktree
+/// (`.git` a file naming its gitdir) the common directory's.
+fn read_config(repo: &Path) -> Result<Vec<u8>, GitError> {
+    let dot_git = repo.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).map_err(|_| GitError::NotAWorktree(repo.to_owned()))?;
+    let gitdir = if meta.is_dir() {
+        dot_git
+    } else if meta.is_file() {
+        let text = read_bounded(&dot_git)?;
+        let text = String::from_utf8_lossy(&text);
+        let target = text
+            .lines()
+            .find_map(|l| l.strip_prefix("gitdir:"))
+            .map(str::trim)
+            .ok_or_else(|| GitError::NotAWorktree(repo.to_owned()))?;
+        let gitdir = repo.join(target);
+        match std::fs::read(gitdir.join("commondir")) {
+            Ok(common) => gitdir.join(String::from_utf8_lossy(&common).trim()),
+            Err(_) => gitdir,
+        }
+    } else {
+        return Err(GitError::NotAWorktree(repo.to_owned()));
+    };
+    read_bounded(&gitdir.join("config"))
+}
+
+fn read_bounded(path: &Path) -> Result<Vec<u8>, GitError> {
+    use std::io::Read;
+    let storage = |reason: String| GitError::Storage {
+        path: path.to_owned(),
+        reason,
+    };
+    let file = std::fs::File::open(path).map_err(|e| storage(format!("cannot read it: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| storage(format!("cannot read it: {e}")))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(storage(format!("larger than {MAX_CONFIG_BYTES} bytes")));
+    }
+    Ok(bytes)
+}
+
+/// Refuses a `--repo` that is not a git worktree, before anything in it is touched.
+pub fn check_worktree(repo: &Path) -> Result<(), GitError> {
+    match std::fs::symlink_metadata(repo.join(".git")) {
+        Ok(m) if m.is_dir() || m.is_file() => Ok(()),
+        _ => Err(GitError::NotAWorktree(repo.to_owned())),
+    }
+}
+
+/// The configuration every git call gets on the command line.
 const HARDENING: &[&str] = &[
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
@@ -127,6 +365,7 @@ const HARDENING: &[&str] = &[
     "core.sshCommand=ssh",
     "core.gitProxy=",
     "core.askPass=",
+    "core.alternateRefsCommand=",
     "credential.helper=",
     "diff.external=",
     "protocol.allow=never",
@@ -137,15 +376,95 @@ const HARDENING: &[&str] = &[
     "submodule.recurse=false",
     "fetch.recurseSubmodules=false",
     "transfer.fsckObjects=true",
+    "safe.bareRepository=all",
     "advice.detachedHead=false",
 ];
 
-impl Repo {
-    /// A repository at `dir`, using `git` (an absolute path; see [`crate::ambient::which`]).
-    pub fn new(git: PathBuf, dir: &Path) -> Self {
-        // git matches `safe.directory` against the real path.
-        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
-        Self { git, dir }
+/// Runs git with a cleared environment and [`HARDENING`] in `dir`, feeding `stdin`.
+///
+/// # Security
+/// Starts a process with wrun's authority, with a cleared environment (only `PATH`, `HOME`
+/// pointing nowhere and git's own switches), no system or global configuration, and every
+/// hook, filter, helper and external program turned off on the command line. `dir` is never
+/// the pull request's repository.
+#[allow(clippy::disallowed_methods)] // the host's one git entry point, hardened above
+fn run_git(git: &Path, dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Result<Vec<u8>, GitError> {
+    let mut command = Command::new(git);
+    command
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("LC_ALL", "C")
+        .current_dir(dir)
+        .arg("-c")
+        .arg(format!("safe.directory={}", dir.display()));
+    for setting in HARDENING {
+        command.arg("-c").arg(setting);
+    }
+    command
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let spawn = |source| GitError::Spawn {
+        git: git.to_owned(),
+        source,
+    };
+    let mut child = command.spawn().map_err(spawn)?;
+    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(bytes).map_err(spawn)?;
+    }
+    let output = child.wait_with_output().map_err(spawn)?;
+    if !output.status.success() {
+        return Err(GitError::Failed {
+            repo: dir.to_owned(),
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(output.stdout)
+}
+
+/// wrun's own bare repository for one upstream URL.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    git: PathBuf,
+    dir: PathBuf,
+    url: UpstreamUrl,
+}
+
+impl Upstream {
+    /// Opens (creating it if needed) the repository for `url` under `store`, a directory only
+    /// wrun's user may write (created `0700`).
+    ///
+    /// # Security
+    /// Creates and checks directories under `store` with wrun's authority.
+    pub fn open(git: PathBuf, store: &Path, url: UpstreamUrl) -> Result<Self, GitError> {
+        ensure_private_dir(store)?;
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(url.as_str().as_bytes());
+        let name: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+        let dir = store.join(format!("{name}.git"));
+        let this = Self { git, dir, url };
+        if !this.dir.join("HEAD").is_file() {
+            let _lock = this.lock()?;
+            if !this.dir.join("HEAD").is_file() {
+                std::fs::create_dir_all(&this.dir).map_err(|e| GitError::Storage {
+                    path: this.dir.clone(),
+                    reason: format!("cannot create it: {e}"),
+                })?;
+                run_git(&this.git, &this.dir, &["init", "--quiet", "--bare"], None)?;
+            }
+        }
+        Ok(this)
     }
 
     /// The repository's directory.
@@ -153,72 +472,66 @@ impl Repo {
         &self.dir
     }
 
-    /// Runs git with the hardened configuration and returns its stdout.
-    ///
-    /// # Security
-    /// Starts a process with wrun's authority, with a cleared environment (only `PATH`, `HOME`
-    /// pointing nowhere and git's own switches) and every hook, filter, helper and external
-    /// program turned off on the command line.
-    #[allow(clippy::disallowed_methods)] // the host's one git entry point, hardened above
-    fn git(&self, args: &[&str]) -> Result<Vec<u8>, GitError> {
-        let mut command = Command::new(&self.git);
-        command
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", "/nonexistent")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .env("LC_ALL", "C")
-            .arg("-C")
-            .arg(&self.dir)
-            .arg("-c")
-            .arg(format!("safe.directory={}", self.dir.display()));
-        for setting in HARDENING {
-            command.arg("-c").arg(setting);
-        }
-        command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let output = command.output().map_err(|source| GitError::Spawn {
-            git: self.git.clone(),
-            source,
-        })?;
-        if !output.status.success() {
-            return Err(GitError::Failed {
-                repo: self.dir.clone(),
-                args: args.join(" "),
-                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-            });
-        }
-        Ok(output.stdout)
+    /// The upstream URL.
+    pub fn url(&self) -> &UpstreamUrl {
+        &self.url
     }
 
-    /// Fetches the base branch into its remote-tracking ref.
+    /// An exclusive lock on the repository, for a fetch (two runs may share it).
+    fn lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>, GitError> {
+        let path = self.dir.with_extension("lock");
+        let storage = |reason: String| GitError::Storage {
+            path: path.clone(),
+            reason,
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| storage(format!("cannot open it: {e}")))?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| storage(format!("cannot lock it: {e}")))
+    }
+
+    /// Fetches `base.branch` from the upstream URL into wrun's ref for it.
     pub fn fetch(&self, base: &BaseRef) -> Result<(), GitError> {
-        let refspec = format!("+refs/heads/{}:{}", base.branch, base.tracking_ref());
-        self.git(&[
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-recurse-submodules",
-            "--no-write-fetch-head",
-            // Not the repository's `remote.*.uploadpack`, which would be a command of its choosing.
-            "--upload-pack=git-upload-pack",
-            "--end-of-options",
-            &base.remote,
-            &refspec,
-        ])
+        let _lock = self.lock()?;
+        let refspec = format!("+refs/heads/{}:{}", base.branch, base.wrun_ref());
+        run_git(
+            &self.git,
+            &self.dir,
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-recurse-submodules",
+                "--no-write-fetch-head",
+                "--upload-pack=git-upload-pack",
+                "--end-of-options",
+                self.url.as_str(),
+                &refspec,
+            ],
+            None,
+        )
         .map(drop)
     }
 
-    /// The commit the base's remote-tracking ref points at.
+    /// The commit wrun last fetched for `base`.
     pub fn commit_of(&self, base: &BaseRef) -> Result<String, GitError> {
-        let spec = format!("{}^{{commit}}", base.tracking_ref());
-        let out = self.git(&["rev-parse", "--verify", "--quiet", "--end-of-options", &spec])?;
+        let spec = format!("{}^{{commit}}", base.wrun_ref());
+        let out = run_git(
+            &self.git,
+            &self.dir,
+            &["rev-parse", "--verify", "--quiet", "--end-of-options", &spec],
+            None,
+        )
+        .map_err(|_| {
+            GitError::NoUpstream(format!(
+                "{base} was never fetched from {}; run without --no-fetch",
+                self.url.as_str()
+            ))
+        })?;
         let id = String::from_utf8_lossy(&out).trim().to_owned();
         if id.len() < 40 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(GitError::Failed {
@@ -232,12 +545,22 @@ impl Repo {
 
     /// The bytes of `path` at `commit` (`git cat-file blob COMMIT:PATH`, never textconv'd).
     pub fn read(&self, commit: &str, path: &str) -> Result<Vec<u8>, GitError> {
-        self.git(&["cat-file", "blob", &format!("{commit}:{path}")])
+        run_git(
+            &self.git,
+            &self.dir,
+            &["cat-file", "blob", &format!("{commit}:{path}")],
+            None,
+        )
     }
 
     /// The files under `.ai/` at `commit`: `(mode, blob id, path)`.
     fn ai_tree(&self, commit: &str) -> Result<Vec<(String, String, String)>, GitError> {
-        let out = self.git(&["ls-tree", "-r", "-z", "--full-tree", commit, "--", AI_DIR])?;
+        let out = run_git(
+            &self.git,
+            &self.dir,
+            &["ls-tree", "-r", "-z", "--full-tree", commit, "--", AI_DIR],
+            None,
+        )?;
         Ok(out
             .split(|b| *b == 0)
             .filter(|e| !e.is_empty())
@@ -250,6 +573,36 @@ impl Repo {
             })
             .collect())
     }
+
+    fn blob(&self, id: &str) -> Result<Vec<u8>, GitError> {
+        run_git(&self.git, &self.dir, &["cat-file", "blob", id], None)
+    }
+}
+
+/// Creates `dir` (and parents) `0700` if missing; refuses it if another user owns it or others
+/// may write it.
+fn ensure_private_dir(dir: &Path) -> Result<(), GitError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let storage = |reason: String| GitError::Storage {
+        path: dir.to_owned(),
+        reason,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| storage(format!("cannot create it: {e}")))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| storage(format!("cannot inspect it: {e}")))?;
+    if !meta.is_dir() {
+        return Err(storage("it is not a directory".into()));
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(storage("another user owns it".into()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(storage("others may write it; chmod go-w it".into()));
+    }
+    Ok(())
 }
 
 /// What the overlay did.
@@ -265,24 +618,29 @@ pub struct Overlay {
     pub replaced: bool,
 }
 
-/// The `.ai/` overlay of seed 001: fetch the base branch (unless `fetch` is false and the ref is
-/// already there), delete the worktree's `.ai` (whatever it is: directory, file or symlink) and
-/// write upstream's in its place. If the fetch fails the worktree's `.ai` is still deleted and
-/// the error says so.
+/// The `.ai/` overlay of seed 001: fetch the base branch into wrun's repository (unless
+/// `fetch` is false), delete the worktree's `.ai` (whatever it is: directory, file or symlink)
+/// and write upstream's in its place. If the fetch fails the worktree's `.ai` is still deleted
+/// and the error says so.
 ///
 /// # Security
 /// Opens the worktree once and makes every change through that handle: a `.ai` symlink is
 /// removed, never followed.
-pub fn overlay(repo: &Repo, worktree: &Path, base: &BaseRef, fetch: bool) -> Result<Overlay, GitError> {
+pub fn overlay(
+    upstream: &Upstream,
+    worktree: &Path,
+    base: &BaseRef,
+    fetch: bool,
+) -> Result<Overlay, GitError> {
     let root = Dir::open_ambient_dir(worktree, ambient_authority()).map_err(GitError::Overlay)?;
-    let fetched = if fetch { repo.fetch(base) } else { Ok(()) };
-    let commit = fetched.and_then(|()| repo.commit_of(base));
+    let fetched = if fetch { upstream.fetch(base) } else { Ok(()) };
+    let commit = fetched.and_then(|()| upstream.commit_of(base));
     let replaced = remove_ai(&root).map_err(GitError::Overlay)?;
     let commit = commit.map_err(|e| GitError::FetchFailed {
         base: base.to_string(),
         cause: e.to_string(),
     })?;
-    let entries = repo.ai_tree(&commit)?;
+    let entries = upstream.ai_tree(&commit)?;
     root.create_dir(AI_DIR).map_err(GitError::Overlay)?;
     let mut files = 0;
     for (mode, id, path) in entries {
@@ -299,7 +657,7 @@ pub fn overlay(repo: &Repo, worktree: &Path, base: &BaseRef, fetch: bool) -> Res
             root.create_dir_with(parent, &builder)
                 .map_err(GitError::Overlay)?;
         }
-        let bytes = repo.git(&["cat-file", "blob", &id])?;
+        let bytes = upstream.blob(&id)?;
         if mode == "120000" {
             let target = String::from_utf8_lossy(&bytes).into_owned();
             root.symlink(target, rel).map_err(GitError::Overlay)?;
@@ -328,9 +686,98 @@ fn remove_ai(root: &Dir) -> std::io::Result<bool> {
     match root.symlink_metadata(AI_DIR) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
-        Ok(meta) if meta.is_dir() => root.remove_dir_all(AI_DIR).map(|()| true),
+        Ok(meta) if meta.is_dir() => remove_tree(root, AI_DIR).map(|()| true),
         Ok(_) => root.remove_file(AI_DIR).map(|()| true),
     }
+}
+
+/// The deepest tree [`remove_tree`] removes; deeper is refused (a pull request can commit a
+/// tree thousands of directories deep).
+const MAX_REMOVE_DEPTH: usize = 65_536;
+
+/// How many directories of the path being removed [`remove_tree`] keeps open at once.
+const REMOVE_WINDOW: usize = 32;
+
+/// Removes the directory `name` under `root` and everything in it, depth first, never
+/// following a symlink and holding at most [`REMOVE_WINDOW`] descriptors whatever the depth
+/// (a tree 1,800 directories deep ran out of descriptors): it keeps the deepest directories of
+/// the path open, and reopens an ancestor from `root`, one component at a time, when it climbs
+/// past them.
+fn remove_tree(root: &Dir, name: &str) -> std::io::Result<()> {
+    use std::collections::VecDeque;
+    use std::ffi::OsString;
+    let mut names: Vec<OsString> = vec![OsString::from(name)];
+    let mut window: VecDeque<Dir> = VecDeque::from([root.open_dir_nofollow(name)?]);
+    loop {
+        if window.is_empty() {
+            window = reopen(root, &names)?;
+        }
+        let Some(dir) = window.back() else {
+            return Err(std::io::Error::other("no directory open"));
+        };
+        let mut sub = None;
+        for entry in dir.entries()? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                sub = Some(entry.file_name());
+                break;
+            }
+            dir.remove_file(entry.file_name())?;
+        }
+        match sub {
+            Some(sub) => {
+                if names.len() >= MAX_REMOVE_DEPTH {
+                    return Err(std::io::Error::other(format!(
+                        "the worktree's .ai/ is nested deeper than {MAX_REMOVE_DEPTH} directories; remove it by hand"
+                    )));
+                }
+                let child = dir.open_dir_nofollow(&sub)?;
+                names.push(sub);
+                window.push_back(child);
+                if window.len() > REMOVE_WINDOW {
+                    window.pop_front();
+                }
+            }
+            None => {
+                window.pop_back();
+                let Some(done) = names.pop() else {
+                    return Ok(());
+                };
+                if names.is_empty() {
+                    return root.remove_dir(&done);
+                }
+                if window.is_empty() {
+                    window = reopen(root, &names)?;
+                }
+                match window.back() {
+                    Some(parent) => parent.remove_dir(&done)?,
+                    None => return Err(std::io::Error::other("no directory open")),
+                }
+            }
+        }
+    }
+}
+
+/// Opens the directories of `names` from `root` one component at a time (no symlink
+/// followed) and keeps the last [`REMOVE_WINDOW`] of them.
+fn reopen(root: &Dir, names: &[std::ffi::OsString]) -> std::io::Result<std::collections::VecDeque<Dir>> {
+    let mut window = std::collections::VecDeque::new();
+    let mut current: Option<Dir> = None;
+    for name in names {
+        let next = match &current {
+            None => root.open_dir_nofollow(name)?,
+            Some(dir) => dir.open_dir_nofollow(name)?,
+        };
+        if let Some(done) = current.take() {
+            window.push_back(done);
+            if window.len() >= REMOVE_WINDOW {
+                window.pop_front();
+            }
+        }
+        current = Some(next);
+    }
+    window.extend(current);
+    Ok(window)
 }
 
 #[cfg(test)]
@@ -340,7 +787,7 @@ mod tests {
     #[test]
     fn base_refs_are_remote_slash_branch_and_nothing_git_would_misread() {
         let b = BaseRef::parse("origin/main").expect("valid");
-        assert_eq!(b.tracking_ref(), "refs/remotes/origin/main");
+        assert_eq!(b.wrun_ref(), "refs/wrun/heads/main");
         assert_eq!(
             BaseRef::parse("upstream/release/1.2").expect("valid").branch,
             "release/1.2"
@@ -360,5 +807,62 @@ mod tests {
         ] {
             assert!(BaseRef::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn upstream_urls_are_urls_of_allowed_schemes_outside_the_worktree() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let wt = tmp.path().join("wt");
+        std::fs::create_dir_all(wt.join("origin")).expect("mkdir");
+        let up = tmp.path().join("up");
+        std::fs::create_dir_all(&up).expect("mkdir");
+        for good in [
+            "https://github.com/psf/requests.git",
+            "ssh://git@github.com/psf/requests.git",
+            "git@github.com:psf/requests.git",
+            "git://example.com/x.git",
+            &format!("file://{}", up.display()),
+            &up.display().to_string(),
+        ] {
+            assert!(UpstreamUrl::parse(good, &wt, &wt).is_ok(), "{good}");
+        }
+        for bad in [
+            "ext::sh -c touch% /tmp/x",
+            "fd::3",
+            "http://example.com/x.git",
+            "ftp://example.com/x",
+            "-uoption",
+            "ssh://-oProxyCommand=id/x",
+            "ssh://user@-oProxyCommand=id/x",
+            "-oProxyCommand=id:x",
+            "./origin",
+            "origin",
+            "../up",
+            &format!("file://{}", wt.join("origin").display()),
+            &wt.join("origin").display().to_string(),
+            &format!("{}/../wt/origin", up.display()),
+            "https://exa mple.com/x",
+            "",
+        ] {
+            assert!(UpstreamUrl::parse(bad, &wt, &wt).is_err(), "{bad:?} was accepted");
+        }
+        assert!(same_url("https://x/y.git", "https://x/y/"));
+    }
+
+    #[test]
+    fn a_tree_thousands_deep_is_removed_with_few_descriptors() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        // Built through relative descriptors: the path is far longer than PATH_MAX.
+        let root = Dir::open_ambient_dir(tmp.path(), ambient_authority()).expect("open");
+        root.create_dir(AI_DIR).expect("mkdir");
+        let mut dir = root.open_dir(AI_DIR).expect("open");
+        for i in 0..1800 {
+            dir.write(format!("f{i}"), b"x").expect("write");
+            dir.create_dir("d").expect("mkdir");
+            dir = dir.open_dir("d").expect("open");
+        }
+        drop(dir);
+        assert!(remove_ai(&root).expect("removed"));
+        assert!(!tmp.path().join(AI_DIR).exists());
     }
 }

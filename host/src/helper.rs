@@ -24,7 +24,7 @@ use crate::args::ArgRules;
 use crate::audit::DefinitionSource;
 use crate::definitions::{DEFINITIONS_PATH, DefinitionsFile, Kind, WorktreeAccess};
 use crate::expand::Var;
-use crate::git::Repo;
+use crate::git::Upstream;
 use crate::policy::Policy;
 use crate::resolve::{Resolved, resolve};
 use crate::shell;
@@ -197,11 +197,12 @@ impl Plan {
 /// [`crate::ambient::var`]); only the policy's allowlisted names are asked for.
 ///
 /// # Security
-/// Reads the definitions and wasm modules from git (the base commit), and the worktree (which
-/// the caller overlaid with upstream's `.ai/`) only through cap-std handles.
+/// Reads the definitions and wasm modules from wrun's own repository of the upstream (the base
+/// commit), and the worktree (which the caller overlaid with upstream's `.ai/`) only through
+/// cap-std handles.
 pub fn plan(
     policy: &Policy,
-    repo: &Repo,
+    repo: &Upstream,
     base: &str,
     commit: &str,
     worktree: &Path,

@@ -111,6 +111,21 @@ pub struct PolicyFile {
     templates: TemplatesSection,
     #[serde(default)]
     audit: AuditSection,
+    #[serde(default)]
+    upstream: UpstreamSection,
+}
+
+/// Where helper definitions come from (layer 1).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamSection {
+    /// The upstream repository's URL (https, ssh, git or file, or an absolute path). When set,
+    /// the worktree's remotes are not consulted.
+    pub url: Option<String>,
+    /// URLs a worktree's remote (named by `--base REMOTE/BRANCH`) may have to be taken as the
+    /// upstream, when `url` is not set. Compared up to a trailing `/` or `.git`.
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 /// Native helpers: where bare commands are found and what is bound read-only.
@@ -209,6 +224,8 @@ pub struct Policy {
     pub templates: TemplatesSection,
     /// Audit log.
     pub audit: AuditSection,
+    /// Upstream repository.
+    pub upstream: UpstreamSection,
 }
 
 impl Policy {
@@ -290,6 +307,7 @@ impl Policy {
             shell: file.shell,
             templates: file.templates,
             audit: file.audit,
+            upstream: file.upstream,
         })
     }
 

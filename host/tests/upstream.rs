@@ -175,6 +175,12 @@ limits = {{ stdout_cap = "64KiB" }}
     fn policy(&self, name: &str, sandbox: &str, extra: &str) -> PathBuf {
         let path = self.path(name);
         let (env_extra, rest) = extra.split_once("@@").unwrap_or(("", extra));
+        // The pull request's clone names `up` as its origin; the operator allows it.
+        let upstream = if rest.contains("[upstream]") {
+            String::new()
+        } else {
+            format!("[upstream]\nallow = [\"{}\"]\n", self.path("up").display())
+        };
         write(
             &path,
             &format!(
@@ -191,7 +197,7 @@ path = ["/usr/bin", "/bin"]
 allow = ["LANG"{env_extra}]
 [templates]
 safe_keys = ["base_ref", "pr_title"]
-{rest}"#
+{upstream}{rest}"#
             ),
         );
         path
@@ -301,9 +307,15 @@ fn a_wasm_helper_runs_from_the_base_commit_and_its_pin_is_enforced() {
 #[test]
 fn a_fork_whose_upstream_cannot_be_fetched_loses_its_ai_and_nothing_runs() {
     let r = Repos::new();
+    let gone = r.path("gone");
     git(
         &r.path("pr"),
-        &["remote", "set-url", "origin", r.path("gone").to_str().unwrap()],
+        &["remote", "set-url", "origin", gone.to_str().unwrap()],
+    );
+    r.policy(
+        "policy.toml",
+        "auto",
+        &format!("[upstream]\nallow = [\"{}\"]\n", gone.display()),
     );
     let o = r.helper("marker", &[]);
     assert_eq!(code(&o), 125);
@@ -592,14 +604,24 @@ fn git_applies_no_filter_of_the_pull_request_and_no_remote_helper() {
         "the filter is inert, so this test proves nothing"
     );
 
-    // A remote URL naming a remote helper (`ext::`) is not run; the fetch fails closed.
+    // A remote URL naming a remote helper (`ext::`) is refused before git or the worktree is
+    // touched, even if the policy lists it.
     let ran = r.path("ext-ran");
     let url = format!("ext::sh -c touch% {}", ran.display());
     git(&pr, &["remote", "set-url", "origin", &url]);
+    r.policy(
+        "policy.toml",
+        "auto",
+        &format!("[upstream]\nallow = [\"{url}\"]\n"),
+    );
     let o = r.helper("marker", &[]);
     assert_eq!(code(&o), 125, "{}", err(&o));
+    assert!(err(&o).contains("remote helper"), "{}", err(&o));
     assert!(!ran.exists(), "git ran the ext:: remote helper");
-    assert!(!pr.join(".ai").exists());
+    assert!(
+        pr.join(".ai/marker").exists(),
+        "a refused request changed the worktree"
+    );
     let twin = Command::new("git")
         .current_dir(&pr)
         .args(["-c", "protocol.ext.allow=always", "fetch", "-q", "origin"])
@@ -627,4 +649,201 @@ fn an_audit_log_that_cannot_be_written_refuses_the_run() {
         !out(&o).contains("upstream marker"),
         "the helper ran without its audit line"
     );
+}
+
+/// Issue 11: host-side git reads no configuration of the pull request's repository, so no key
+/// that names a program can run one, directly or through an include; upstream's helper still
+/// runs (a fetch that failed early cannot pass this test).
+#[test]
+fn no_configuration_of_the_pull_requests_repository_runs_a_program_on_the_host() {
+    let r = Repos::new();
+    let pr = r.path("pr");
+    let marker = r.path("host-ran-a-program");
+    let script = r.path("evil.sh");
+    executable(
+        &script,
+        &format!("#!/bin/sh\necho \"$0 $*\" >> {}\nexit 1\n", marker.display()),
+    );
+    let program = script.to_str().unwrap();
+    let keys: &[(&str, String)] = &[
+        ("protocol.ext.allow", "always".into()),
+        ("protocol.allow", "always".into()),
+        ("core.gitProxy", program.into()),
+        ("core.sshCommand", program.into()),
+        ("core.alternateRefsCommand", program.into()),
+        ("core.fsmonitor", program.into()),
+        ("core.hooksPath", r.path("hooks").display().to_string()),
+        ("core.pager", program.into()),
+        ("core.askPass", program.into()),
+        ("core.editor", program.into()),
+        ("gpg.program", program.into()),
+        ("credential.helper", format!("!{program}")),
+        ("uploadpack.packObjectsHook", program.into()),
+        ("remote.origin.uploadpack", program.into()),
+        ("remote.origin.receivepack", program.into()),
+        ("remote.origin.vcs", "evil".into()),
+        ("remote.origin.proxy", "http://127.0.0.1:9".into()),
+        ("diff.external", program.into()),
+        ("fetch.fsckObjects", "true".into()),
+        ("alias.fetch", format!("!{program}")),
+        ("filter.evil.process", program.into()),
+        ("filter.evil.clean", program.into()),
+        ("transfer.fsckObjects", "false".into()),
+    ];
+    for (key, value) in keys {
+        git(&pr, &["config", key, value]);
+    }
+    // A remote helper the clone's config names, and a URL rewrite to an ext:: command.
+    executable(&r.path("bin/git-remote-evil"), &format!("#!/bin/sh\n{program}\n"));
+    git(
+        &pr,
+        &[
+            "config",
+            &format!("url.ext::{program} %S .insteadOf"),
+            r.path("up").to_str().unwrap(),
+        ],
+    );
+    // The same keys again in an include, and in a conditional include.
+    let included = r.path("included.cfg");
+    write(
+        &included,
+        &format!("[core]\n\tfsmonitor = {program}\n\tsshCommand = {program}\n[protocol]\n\tallow = always\n"),
+    );
+    git(&pr, &["config", "include.path", included.to_str().unwrap()]);
+    git(
+        &pr,
+        &[
+            "config",
+            &format!("includeIf.gitdir:{}/.path", pr.display()),
+            included.to_str().unwrap(),
+        ],
+    );
+    for hook in [
+        "pre-auto-gc",
+        "reference-transaction",
+        "post-checkout",
+        "post-index-change",
+    ] {
+        executable(&r.path("hooks").join(hook), &format!("#!/bin/sh\n{program}\n"));
+        executable(
+            &pr.join(".git/hooks").join(hook),
+            &format!("#!/bin/sh\n{program}\n"),
+        );
+    }
+    for (args, expect) in [(&["marker"][..], 0), (&["marker", "--no-fetch"][..], 0)] {
+        let mut full = vec!["helper"];
+        full.extend_from_slice(args);
+        full.extend(["--repo", "pr", "--base", "origin/main", "--policy", "policy.toml"]);
+        let o = r.wrun_with(
+            &full,
+            &[(
+                "PATH",
+                &format!("{}:/usr/local/bin:/usr/bin:/bin", r.path("bin").display()),
+            )],
+        );
+        assert_eq!(
+            (code(&o), out(&o).as_str()),
+            (expect, "upstream marker\nargs: \n"),
+            "{args:?}: {}",
+            err(&o)
+        );
+        assert!(
+            !marker.exists(),
+            "the host ran a program the clone's configuration names: {}",
+            std::fs::read_to_string(&marker).unwrap_or_default()
+        );
+    }
+    // The twin: git run on the clone itself does run them.
+    let _ = Command::new("git")
+        .current_dir(&pr)
+        .args(["fetch", "-q", "origin"])
+        .output()
+        .unwrap();
+    assert!(
+        marker.exists(),
+        "the planted configuration is inert, so this test proves nothing"
+    );
+}
+
+/// Issue 11: where upstream is comes from the operator, never from the worktree alone.
+#[test]
+fn the_upstream_is_the_operators_not_the_pull_requests() {
+    let r = Repos::new();
+    let pr = r.path("pr");
+    // The pull request commits a bare repository at ./origin with its own .ai/ and removes
+    // the remote: `origin/main` must not resolve to it.
+    let evil = r.path("evil");
+    std::fs::create_dir_all(&evil).unwrap();
+    git(&evil, &["init", "-q"]);
+    write(
+        &evil.join(".ai/helpers.toml"),
+        "version = 1\n[[helper]]\nname = \"marker\"\nkind = \"shell\"\nrun = \"echo PWNED\"\n",
+    );
+    git(&evil, &["add", "-A"]);
+    git(&evil, &["commit", "-qm", "evil"]);
+    git(
+        r.path("").as_path(),
+        &["clone", "-q", "--bare", "evil", "pr/origin"],
+    );
+    git(&pr, &["remote", "remove", "origin"]);
+    let o = r.helper("marker", &[]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(err(&o).contains("no remote \"origin\""), "{}", err(&o));
+    assert!(!out(&o).contains("PWNED"));
+    // A remote named after it, by relative path, by absolute path, or any URL the policy does
+    // not list: refused.
+    for url in [
+        "origin",
+        "./origin",
+        pr.join("origin").to_str().unwrap(),
+        "https://example.com/other.git",
+    ] {
+        git(&pr, &["remote", "add", "origin", url]);
+        let o = r.helper("marker", &[]);
+        assert_eq!(code(&o), 125, "{url}: {}", out(&o));
+        assert!(err(&o).contains("refused"), "{url}: {}", err(&o));
+        assert!(!out(&o).contains("PWNED"));
+        git(&pr, &["remote", "remove", "origin"]);
+    }
+    // The twin: the operator names the upstream, and its helper runs whatever the remotes say.
+    let up = r.path("up");
+    let o = r.helper("marker", &["--upstream", up.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    r.policy(
+        "policy.toml",
+        "auto",
+        &format!("[upstream]\nurl = \"file://{}\"\n", up.display()),
+    );
+    r.assert_upstream_marker();
+    // And no upstream configured at all is a clear refusal.
+    r.policy("policy.toml", "auto", "[upstream]\nallow = []\n");
+    let o = r.helper("marker", &[]);
+    assert_eq!(code(&o), 125);
+    assert!(err(&o).contains("no upstream is configured"), "{}", err(&o));
+}
+
+/// Issue 14: a `--repo` that is not a git worktree is refused before anything in it changes.
+#[test]
+fn a_directory_that_is_not_a_worktree_is_refused_and_left_as_it_was() {
+    let r = Repos::new();
+    let plain = r.path("plain");
+    write(&plain.join(".ai/important.txt"), "keep\n");
+    for command in ["helper", "explain"] {
+        let o = r.wrun(&[
+            command,
+            "marker",
+            "--repo",
+            "plain",
+            "--base",
+            "origin/main",
+            "--policy",
+            "policy.toml",
+        ]);
+        assert_eq!(code(&o), 125, "{}", out(&o));
+        assert!(err(&o).contains("not a git worktree"), "{}", err(&o));
+        assert_eq!(
+            std::fs::read_to_string(plain.join(".ai/important.txt")).unwrap(),
+            "keep\n"
+        );
+    }
 }

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use wrun_host::audit::{self, DefinitionSource, Record};
 use wrun_host::expand::{Origin, Var};
-use wrun_host::git::{BaseRef, Repo};
+use wrun_host::git::{BaseRef, Upstream};
 use wrun_host::helper::{Plan, Request};
 use wrun_host::policy::Policy;
 use wrun_host::{ambient, exit, untrusted};
@@ -40,8 +40,14 @@ pub(crate) struct HelperArgs {
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
 
-    /// Use the base ref as it is instead of fetching it first (for local use; the worktree's
-    /// `.ai/` is still replaced with the ref's).
+    /// The upstream repository's URL (https, ssh, git or file, or an absolute path). Default:
+    /// the policy's `[upstream] url`, else the URL of the remote named by --base, which the
+    /// policy's `[upstream] allow` must list.
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+
+    /// Use the base branch as wrun last fetched it instead of fetching it again (the
+    /// worktree's `.ai/` is still replaced with it).
     #[arg(long)]
     no_fetch: bool,
 
@@ -107,10 +113,26 @@ impl HelperArgs {
         let base = BaseRef::parse(&self.base)?;
         let git = wrun_host::helper::git_binary()
             .context("git is not on PATH; install git (apt-get install git)")?;
-        let repo = Repo::new(git, &self.repo);
+        let repo_dir = std::fs::canonicalize(&self.repo)
+            .with_context(|| format!("cannot open the repository {}", self.repo.display()))?;
+        // Before anything in it is touched.
+        wrun_host::git::check_worktree(&repo_dir)?;
         let worktree = self.worktree.clone().unwrap_or_else(|| self.repo.clone());
         let worktree = std::fs::canonicalize(&worktree)
             .with_context(|| format!("cannot open worktree {}", worktree.display()))?;
+        let configured = self.upstream.as_deref().or(policy.upstream.url.as_deref());
+        let (url, _) = wrun_host::git::upstream_url(
+            &git,
+            &repo_dir,
+            &worktree,
+            &base,
+            configured,
+            &policy.upstream.allow,
+        )?;
+        let store = ambient::default_cache_dir()
+            .context("no directory for wrun's copies of upstream repositories: set XDG_CACHE_HOME or HOME")?
+            .join("upstream");
+        let repo = Upstream::open(git, &store, url)?;
         let overlay = match wrun_host::git::overlay(&repo, &worktree, &base, !self.no_fetch) {
             Ok(o) => o,
             Err(e) => {
