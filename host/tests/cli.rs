@@ -609,3 +609,87 @@ fn killing_wrun_kills_its_sandboxed_helper() {
     child.wait().unwrap();
     wait_for(false);
 }
+
+/// Issue 11: a helper that runs unsandboxed (bwrap unusable, mode `auto`) under wrun's own
+/// user can read no secret of wrun's processes by any path, and holds no capability.
+#[test]
+fn an_unsandboxed_helper_reads_no_secret_of_wrun_and_holds_no_capability() {
+    let fx = Fixture::new();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    std::fs::copy(data.join("host_secrets_probe.py"), fx.worktree.join("probe.py")).unwrap();
+    // The canaries are made by the shell that becomes wrun, so that no other process (this
+    // test's included) holds them: one only in wrun's environment, one also in its memory
+    // (`--env GITHUB_TOKEN` copies it into the job, whose guard then drops it).
+    let script = format!(
+        "c=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'); printf %s \"$c\" > canary.txt; \
+         exec env -i PATH=/usr/local/bin:/usr/bin:/bin HOME={home} WRUN_SECRET_CANARY=\"env-$c\" \
+         GITHUB_TOKEN=\"mem-$c\" {wrun} run --sandbox auto --bwrap /nonexistent/bwrap --env GITHUB_TOKEN \
+         --timeout 60s /usr/bin/python3 -- probe.py canary.txt",
+        home = fx.worktree.parent().unwrap().display(),
+        wrun = wrun_bin().display(),
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(&fx.worktree)
+        .output()
+        .unwrap();
+    let (report, err) = (stdout(&out), stderr(&out));
+    assert_eq!(code(&out), 0, "{report}{err}");
+    assert!(err.contains("unsandboxed"), "{err}");
+    assert!(
+        report.contains("targets wrun=") && !report.contains("spawners=0"),
+        "{report}"
+    );
+    assert!(
+        !report.contains("found "),
+        "a secret of wrun's was read:\n{report}"
+    );
+    for what in ["environ", "/mem", "process_vm_readv", "ptrace"] {
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with("denied") && l.contains(what)),
+            "{what} was not denied:\n{report}"
+        );
+    }
+    let caps = report.lines().find(|l| l.starts_with("caps ")).unwrap();
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(caps.contains(&format!("{set}=0000000000000000")), "{caps}");
+    }
+    assert!(caps.contains("NoNewPrivs=1"), "{caps}");
+    let bits: i64 = caps.rsplit("securebits=").next().unwrap().trim().parse().unwrap();
+    if nix_is_root() {
+        assert_eq!(bits & 0xef, 0xef, "securebits not locked: {caps}");
+    }
+
+    // The twin: the same probe, run directly with wrun's privileges, reads the canary from a
+    // dumpable process's environment and holds capabilities.
+    let canary = std::fs::read_to_string(fx.worktree.join("canary.txt")).unwrap();
+    let mut sleeper = Command::new("sleep")
+        .arg("30")
+        .env("WRUN_SECRET_CANARY", format!("env-{canary}"))
+        .spawn()
+        .unwrap();
+    let direct = Command::new("/usr/bin/python3")
+        .args(["probe.py", "canary.txt", &sleeper.id().to_string()])
+        .current_dir(&fx.worktree)
+        .output()
+        .unwrap();
+    sleeper.kill().unwrap();
+    let _ = sleeper.wait();
+    let direct = stdout(&direct);
+    assert!(
+        direct.contains(&format!("found /proc/{}/environ", sleeper.id())),
+        "the probe cannot find a canary where one is, so this test proves nothing:\n{direct}"
+    );
+    if nix_is_root() {
+        assert!(!direct.contains("CapEff=0000000000000000"), "{direct}");
+    }
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}

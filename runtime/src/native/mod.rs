@@ -118,6 +118,11 @@ const PROBE_PROGRAM: &str = "/usr/bin/true";
 
 impl NativeSandbox {
     /// A native sandbox. Nothing is spawned until the first run.
+    ///
+    /// It makes the calling process non-dumpable (`PR_SET_DUMPABLE` 0, which its spawners
+    /// inherit): a helper that runs unsandboxed under the same user may not read the host's
+    /// environment or memory through `/proc/PID/environ`, `/proc/PID/mem`, `process_vm_readv`
+    /// or `ptrace`. It also means no core dumps of the host.
     pub fn new(config: NativeConfig) -> Result<Self, Error> {
         if let Some(bwrap) = &config.bwrap
             && !bwrap.is_absolute()
@@ -128,6 +133,10 @@ impl NativeSandbox {
                     .into(),
             });
         }
+        nix::sys::prctl::set_dumpable(false).map_err(|e| Error::Spawn {
+            what: "making wrun non-dumpable".into(),
+            source: e.into(),
+        })?;
         Ok(Self {
             config,
             base_args: bwrap::base_args(),

@@ -89,8 +89,16 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     let mut argv: Vec<&OsStr> = Vec::with_capacity(launch.args.len() + 1);
     argv.push(launch.program.as_os_str());
     argv.extend(launch.args.iter().map(OsString::as_os_str));
-    let message = Message::new(launch.program, &argv, launch.env, cwd, &rlimits)
-        .map_err(spawn_err(&format!("preparing {}", launch.program.display())))?;
+    // Unsandboxed, the helper starts with no capabilities at all; in bwrap, bwrap drops them.
+    let message = Message::new(
+        launch.program,
+        &argv,
+        launch.env,
+        cwd,
+        &rlimits,
+        !launch.sandboxed,
+    )
+    .map_err(spawn_err(&format!("preparing {}", launch.program.display())))?;
 
     // The child's ends of its standard streams (and the seccomp program, its fd 3).
     let (stdin_child, stdin_parent) = match launch.job.stdin {

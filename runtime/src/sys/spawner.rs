@@ -17,8 +17,8 @@
 //!
 //! # Wire format
 //! Command, host to spawner: one `SOCK_SEQPACKET` message (little endian) with the descriptors
-//! in `SCM_RIGHTS`: `magic u32, argc u32, envc u32, nrlimits u32`, then `nrlimits × (resource
-//! u32, soft u64, hard u64)`, then `2 + argc + envc` NUL-terminated strings: the program,
+//! in `SCM_RIGHTS`: `magic u32, argc u32, envc u32, nrlimits u32, flags u32`, then `nrlimits ×
+//! (resource u32, soft u64, hard u64)`, then `2 + argc + envc` NUL-terminated strings: the program,
 //! `argv`, the environment as `NAME=value`, the working directory. Descriptors: stdin, stdout,
 //! stderr and optionally one more, which the program receives as fd 3 (the seccomp program for
 //! bwrap). Events, spawner to host, 8 bytes each (`kind u32, value i32`): [`Event::Started`]
@@ -50,6 +50,13 @@ const MAX_STRINGS: usize = 8 * 1024;
 /// The descriptor number of the control socket in the spawner.
 const CONTROL: RawFd = 4;
 
+/// Command flag: start the program with no capability in any set, securebits locked and
+/// `no_new_privs` (an unsandboxed helper; bwrap drops them itself inside the sandbox).
+const DROP_PRIVILEGES: u32 = 1;
+
+/// The length of a command's fixed header.
+const HEADER: usize = 20;
+
 /// One command for a spawner, encoded.
 #[derive(Debug)]
 pub(crate) struct Message(Vec<u8>);
@@ -57,19 +64,29 @@ pub(crate) struct Message(Vec<u8>);
 impl Message {
     /// Encodes `program` with `argv` (whose first entry is the program's name for itself), the
     /// environment, the working directory and `(resource, soft, hard)` rlimits (`libc::RLIMIT_*`).
+    /// With `drop_privileges`, the program starts with no capabilities at all (see
+    /// [`drop_privileges`]).
     pub(crate) fn new(
         program: &Path,
         argv: &[&OsStr],
         env: &[(String, String)],
         cwd: &Path,
         rlimits: &[(u32, u64, u64)],
+        drop_privileges: bool,
     ) -> io::Result<Self> {
         let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidInput, what.to_owned());
         if argv.len() + env.len() + 2 > MAX_STRINGS {
             return Err(invalid("too many arguments and environment variables"));
         }
         let mut out = Vec::with_capacity(4096);
-        for n in [MAGIC, argv.len() as u32, env.len() as u32, rlimits.len() as u32] {
+        let flags = if drop_privileges { DROP_PRIVILEGES } else { 0 };
+        for n in [
+            MAGIC,
+            argv.len() as u32,
+            env.len() as u32,
+            rlimits.len() as u32,
+            flags,
+        ] {
             out.extend_from_slice(&n.to_le_bytes());
         }
         for &(resource, soft, hard) in rlimits {
@@ -247,7 +264,10 @@ fn spawner_main(control: RawFd, parent: Pid, memory: ChildMemory) -> ! {
     // arguments; `memory` points at this process's private copies of buffers allocated before
     // the fork, used by nothing else here.
     unsafe {
-        // Own process group, and die with the thread that forked us.
+        // Own process group, and die with the thread that forked us. Not dumpable (inherited
+        // from the host, and said again): an unsandboxed helper of the same user may not read
+        // this copy of the host's memory through /proc or ptrace.
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         libc::setpgid(0, 0);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         if libc::getppid() != parent.as_raw() {
@@ -484,9 +504,83 @@ extern "C" fn launch_child(arg: *mut libc::c_void) -> libc::c_int {
         if libc::chdir(command.cwd) < 0 {
             return failed(launch);
         }
+        if command.flags & DROP_PRIVILEGES != 0 && !drop_privileges() {
+            return failed(launch);
+        }
         libc::execve(command.program, command.argv, command.envp);
         failed(launch)
     }
+}
+
+/// Securebits (`linux/securebits.h`): root gets no capabilities on exec or from setuid
+/// transitions, capabilities are not kept across setuid, no ambient capability can be raised,
+/// each locked.
+const SECUREBITS: libc::c_ulong = (1 << 0) // SECBIT_NOROOT
+    | (1 << 1) // SECBIT_NOROOT_LOCKED
+    | (1 << 2) // SECBIT_NO_SETUID_FIXUP
+    | (1 << 3) // SECBIT_NO_SETUID_FIXUP_LOCKED
+    | (1 << 5) // SECBIT_KEEP_CAPS_LOCKED
+    | (1 << 6) // SECBIT_NO_CAP_AMBIENT_RAISE
+    | (1 << 7); // SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED
+
+/// `struct __user_cap_header_struct` (`linux/capability.h`).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`: one per 32 capabilities.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit capability sets in two data structs.
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Leaves the calling process with no capability in its bounding, ambient, inheritable,
+/// permitted and effective sets, the securebits locked and `no_new_privs`, so that what it
+/// executes can never gain one back (as root, dropping `CAP_SYS_PTRACE` alone would leave
+/// `CAP_SYS_ADMIN`, `CAP_BPF` and `CAP_SYS_MODULE`). Returns false if it cannot, and the
+/// program must not start. Changing the bounding set and the securebits needs `CAP_SETPCAP`:
+/// a process without it (not root) has no capabilities to drop there, and is let through.
+/// Async-signal-safe (the `clone` child calls it).
+fn drop_privileges() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let permitted =
+        |result: libc::c_int| result == 0 || (!root && nix::errno::Errno::last_raw() == libc::EPERM);
+    for cap in 0..64 {
+        // SAFETY: prctl(PR_CAPBSET_DROP, cap) takes integers only.
+        let dropped = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        if dropped < 0 && nix::errno::Errno::last_raw() == libc::EINVAL {
+            break; // past the kernel's last capability
+        }
+        if !permitted(dropped) {
+            return false;
+        }
+    }
+    // SAFETY: prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL) takes integers only.
+    let ambient = unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) };
+    // SAFETY: prctl(PR_SET_SECUREBITS, bits) takes integers only.
+    let securebits = unsafe { libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0) };
+    if ambient < 0 || !permitted(securebits) {
+        return false;
+    }
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capset reads a version 3 header and two data structs, both valid for the call.
+    let capset = unsafe { libc::syscall(libc::SYS_capset, &raw mut header, data.as_mut_ptr()) };
+    // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) takes integers only.
+    let no_new_privs = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    capset == 0 && no_new_privs == 0
 }
 
 /// Sends an event to the host. Async-signal-safe.
@@ -503,6 +597,7 @@ fn report(kind: u32, value: i32) {
 
 /// A received command, pointing into the message buffer and the pointer table.
 struct Received<'a> {
+    flags: u32,
     rlimits: &'a [u8],
     program: *const libc::c_char,
     argv: *const *const libc::c_char,
@@ -539,8 +634,12 @@ fn parse(message: &[u8], memory: ChildMemory) -> Option<Received<'_>> {
     let argc = u32_at(message, 4)? as usize;
     let envc = u32_at(message, 8)? as usize;
     let nrlimits = u32_at(message, 12)? as usize;
-    let rlimits_end = nrlimits.checked_mul(RLIMIT_LEN)?.checked_add(16)?;
-    let rlimits = message.get(16..rlimits_end)?;
+    let flags = u32_at(message, 16)?;
+    if flags & !DROP_PRIVILEGES != 0 {
+        return None;
+    }
+    let rlimits_end = nrlimits.checked_mul(RLIMIT_LEN)?.checked_add(HEADER)?;
+    let rlimits = message.get(HEADER..rlimits_end)?;
     // argv, NULL, env, NULL.
     let slots = argc.checked_add(envc)?.checked_add(2)?;
     if slots > memory.table_len || argc == 0 {
@@ -571,6 +670,7 @@ fn parse(message: &[u8], memory: ChildMemory) -> Option<Received<'_>> {
     }
     let argv = table.as_ptr();
     Some(Received {
+        flags,
         rlimits,
         program,
         argv,
@@ -602,6 +702,7 @@ mod tests {
             &env,
             Path::new("/tmp"),
             &[(libc::RLIMIT_CORE, 0, 0), (libc::RLIMIT_NOFILE, 64, 128)],
+            true,
         )
         .expect("valid");
         let mut table = vec![std::ptr::null(); 16];
@@ -614,6 +715,7 @@ mod tests {
         };
         let received = parse(&message.0, memory).expect("valid");
         let text = |p: *const libc::c_char| unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes().to_vec();
+        assert_eq!(received.flags, DROP_PRIVILEGES);
         assert_eq!(text(received.program), b"/bin/echo");
         assert_eq!(text(received.cwd), b"/tmp");
         assert_eq!(text(table[1]), b"a b");
@@ -636,6 +738,9 @@ mod tests {
         let mut magic = message.0.clone();
         magic[0] ^= 1;
         assert!(parse(&magic, memory).is_none());
+        let mut flags = message.0.clone();
+        flags[16] |= 2;
+        assert!(parse(&flags, memory).is_none(), "an unknown flag");
         // More strings than the table holds.
         let small = ChildMemory {
             table_len: 4,
@@ -647,7 +752,7 @@ mod tests {
     #[test]
     fn new_refuses_nul_bytes_and_bad_names() {
         let nul = OsStr::from_bytes(b"a\0b");
-        assert!(Message::new(Path::new("/bin/true"), &[nul], &[], Path::new("/"), &[]).is_err());
+        assert!(Message::new(Path::new("/bin/true"), &[nul], &[], Path::new("/"), &[], false).is_err());
         let env = vec![("A=B".to_owned(), "x".to_owned())];
         assert!(
             Message::new(
@@ -655,7 +760,8 @@ mod tests {
                 &[OsStr::new("t")],
                 &env,
                 Path::new("/"),
-                &[]
+                &[],
+                false
             )
             .is_err()
         );
