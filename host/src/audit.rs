@@ -101,18 +101,57 @@ impl<'a> Record<'a> {
     }
 }
 
-/// Appends `record` to the log at `path` (created `0600` if missing) in one write, so concurrent
-/// runs do not interleave within a line.
+/// Opens the log at `path` for appending: created `0600` if missing (whatever the umask); an
+/// existing log must be a regular file (not a symlink) owned by wrun's user that neither group
+/// nor others may write, else it is refused: a log others can write can be forged.
+///
+/// # Security
+/// Opens the operator's audit file with wrun's authority.
+pub fn open(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc_o_nofollow())
+        .open(path)?;
+    let meta = file.metadata()?;
+    let refuse = |why: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{why}; the audit log must be a file only wrun's user may write (chown it, chmod 600 it)"
+            ),
+        )
+    };
+    if !meta.is_file() {
+        return Err(refuse("it is not a regular file"));
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(refuse("another user owns it"));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(refuse("group or others may write it"));
+    }
+    // A log wrun just created has no read bits for others either, whatever the umask.
+    if meta.len() == 0 && meta.mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
+}
+
+/// `O_NOFOLLOW`: the log's own name may not be a symlink.
+fn libc_o_nofollow() -> i32 {
+    nix::fcntl::OFlag::O_NOFOLLOW.bits()
+}
+
+/// Appends `record` to the log at `path` (see [`open`]) in one write, so concurrent runs do not
+/// interleave within a line.
 ///
 /// # Security
 /// Writes the operator's audit file with wrun's authority.
 pub fn append(path: &Path, record: &Record<'_>) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)?;
+    let mut file = open(path)?;
     file.write_all(record.to_line().as_bytes())
 }
 
@@ -161,6 +200,31 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
             std::fs::metadata(&log).expect("meta").permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn a_log_others_may_write_or_a_symlink_is_refused_and_a_new_one_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = dir.path().join("shared.jsonl");
+        std::fs::write(&shared, "").expect("write");
+        for mode in [0o666, 0o620, 0o602] {
+            std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            let e = open(&shared).expect_err("refused");
+            assert!(e.to_string().contains("may write it"), "{mode:o}: {e}");
+        }
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        open(&shared).expect("a log only its owner may write is fine");
+        let link = dir.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&shared, &link).expect("symlink");
+        assert!(open(&link).is_err());
+        // A new log is 0600 whatever the umask (here the default 022 makes a plain create 0644).
+        let fresh = dir.path().join("fresh.jsonl");
+        open(&fresh).expect("created");
+        assert_eq!(
+            std::fs::metadata(&fresh).expect("meta").permissions().mode() & 0o777,
             0o600
         );
     }

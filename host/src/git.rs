@@ -577,6 +577,83 @@ impl Upstream {
     fn blob(&self, id: &str) -> Result<Vec<u8>, GitError> {
         run_git(&self.git, &self.dir, &["cat-file", "blob", id], None)
     }
+
+    /// A configuration file for git inside a shell helper's sandbox, to be bound read-only over
+    /// the worktree's `.git/config`: only what git needs to read the repository (its format
+    /// version and the extensions that change how objects and refs are stored), nothing that
+    /// names a program, a driver, a hook directory, an include or another work tree. `None`
+    /// when the worktree has no `.git` directory with a configuration (git then finds no
+    /// repository there anyway, its git directory not being in the sandbox).
+    ///
+    /// # Security
+    /// Reads the worktree's `.git/config` as data, hands it to `git config --file -` outside any
+    /// repository, and writes the result into wrun's storage (content-addressed, `0600`).
+    pub fn isolated_config(&self, worktree: &Path) -> Result<Option<PathBuf>, GitError> {
+        let root = Dir::open_ambient_dir(worktree, ambient_authority()).map_err(GitError::Overlay)?;
+        let is_dir = root.symlink_metadata(".git").is_ok_and(|m| m.is_dir());
+        if !is_dir || !root.symlink_metadata(".git/config").is_ok_and(|m| m.is_file()) {
+            return Ok(None);
+        }
+        let config = read_bounded(&worktree.join(".git/config"))?;
+        let mut out = String::from(
+            "# written by wrun: the repository's own configuration is not read\n[core]\n\tbare = false\n",
+        );
+        for (key, name) in [
+            ("core.repositoryformatversion", "repositoryformatversion"),
+            ("extensions.objectformat", "objectformat"),
+            ("extensions.refstorage", "refstorage"),
+        ] {
+            let value = run_git(
+                &self.git,
+                Path::new("/"),
+                &[
+                    "config",
+                    "--file",
+                    "-",
+                    "--no-includes",
+                    "--get",
+                    "--end-of-options",
+                    key,
+                ],
+                Some(&config),
+            );
+            let Ok(value) = value else { continue };
+            let value = String::from_utf8_lossy(&value).trim().to_owned();
+            if !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') || value.is_empty() {
+                continue;
+            }
+            if name == "repositoryformatversion" {
+                out.push_str(&format!("\t{name} = {value}\n"));
+            } else {
+                out.push_str(&format!("[extensions]\n\t{name} = {value}\n"));
+            }
+        }
+        let store = self.dir.parent().unwrap_or(&self.dir).join("gitconfig");
+        ensure_private_dir(&store)?;
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(out.as_bytes());
+        let name: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        let path = store.join(format!("{name}.config"));
+        if !path.is_file() {
+            let storage = |e: std::io::Error| GitError::Storage {
+                path: path.clone(),
+                reason: format!("cannot write it: {e}"),
+            };
+            let tmp = store.join(format!("{name}.{}.tmp", std::process::id()));
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                let mut file = std::fs::OpenOptions::new()
+                    .create_new(true)
+                    .write(true)
+                    .mode(0o600)
+                    .open(&tmp)
+                    .map_err(storage)?;
+                file.write_all(out.as_bytes()).map_err(storage)?;
+            }
+            std::fs::rename(&tmp, &path).map_err(storage)?;
+        }
+        Ok(Some(path))
+    }
 }
 
 /// Creates `dir` (and parents) `0700` if missing; refuses it if another user owns it or others

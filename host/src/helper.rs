@@ -250,6 +250,17 @@ pub fn plan(
     };
 
     let mut uses_git = false;
+    // Links outside /usr on the way to the commands it runs, bound read-only in the sandbox.
+    let mut links: Vec<PathBuf> = Vec::new();
+    let mut link = |resolved: &Resolved| {
+        if let Resolved::System(path) = resolved {
+            for l in crate::resolve::links_outside_usr(path) {
+                if !links.contains(&l) {
+                    links.push(l);
+                }
+            }
+        }
+    };
     let (program, job) = match def.kind {
         Kind::Wasm => {
             let module_path = def.module.clone().unwrap_or_default();
@@ -286,7 +297,9 @@ pub fn plan(
                     command: String::new(),
                     reason: "empty command".into(),
                 })?;
-            let program = in_sandbox(resolve(first, &policy.native.path, worktree)?);
+            let resolved = resolve(first, &policy.native.path, worktree)?;
+            link(&resolved);
+            let program = in_sandbox(resolved);
             let fixed = crate::expand::expand(rest, &request.vars, &policy.templates.safe_keys)?;
             let job = Job::native(&program)
                 .args(fixed)
@@ -299,7 +312,7 @@ pub fn plan(
             let checked = shell::check(&run, &policy.shell_rules)?;
             for statement in &checked.statements {
                 if !statement.builtin {
-                    resolve(&statement.command, &policy.native.path, worktree)?;
+                    link(&resolve(&statement.command, &policy.native.path, worktree)?);
                 }
                 for script in &statement.scripts {
                     resolve(script, &policy.native.path, worktree)?;
@@ -310,7 +323,9 @@ pub fn plan(
                 "shell command checked: {} statements, all resolved",
                 checked.statements.len()
             ));
-            let bash = in_sandbox(resolve("bash", &policy.native.path, worktree)?);
+            let bash = resolve("bash", &policy.native.path, worktree)?;
+            link(&bash);
+            let bash = in_sandbox(bash);
             let script = format!("{}{run}", shell::PRELUDE);
             let job = Job::native(&bash)
                 .args(["--noprofile", "--norc", "-c"])
@@ -328,6 +343,9 @@ pub fn plan(
     };
     let mut job = job.worktree(worktree, access).limits(limits);
     if def.kind != Kind::Wasm {
+        for l in &links {
+            job = job.dir(Mount::new(l.clone(), l.display().to_string(), Access::ReadOnly));
+        }
         for dir in &policy.native.ro_binds {
             job = job.dir(Mount::new(
                 dir.clone(),
@@ -349,9 +367,14 @@ pub fn plan(
     }
     if uses_git {
         // git inside a shell helper reads no configuration but wrun's (the repository's own
-        // file may be the pull request's doing).
+        // file may be the pull request's doing): none from the system or the user, the
+        // repository's replaced by wrun's in the sandbox, and every program-naming setting off.
         for (name, value) in shell::GIT_ENVIRONMENT {
             job = job.policy_env(*name, *value);
+        }
+        if let Some(config) = repo.isolated_config(worktree)? {
+            let guest = format!("{}/.git/config", wrun_runtime::job::DEFAULT_WORKTREE_GUEST);
+            job = job.dir(Mount::new(config, guest, Access::ReadOnly));
         }
         decisions.push("git runs with its configuration isolated".to_owned());
     }

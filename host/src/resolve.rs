@@ -101,6 +101,43 @@ pub fn resolve(command: &str, path: &[PathBuf], worktree: &Path) -> Result<Resol
     Ok(Resolved::Upstream(canonical))
 }
 
+/// The links on the way from `program` (an absolute path on the host) to the file it names
+/// that lie outside `/usr` (which the sandbox binds whole): Debian's alternatives make
+/// `/usr/bin/awk` a link to `/etc/alternatives/awk`, a link in turn to `/usr/bin/mawk`. The
+/// sandbox needs each such link bound read-only at its own path, or the command is not found
+/// there (exit 127). At most 16 links are followed.
+///
+/// # Security
+/// Reads links on the host with wrun's authority; `program` came from the policy's `PATH`.
+pub fn links_outside_usr(program: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut current = program.to_owned();
+    for _ in 0..16 {
+        let Ok(target) = std::fs::read_link(&current) else {
+            break;
+        };
+        let next = match current.parent() {
+            Some(dir) if target.is_relative() => dir.join(&target),
+            _ => target,
+        };
+        let next: PathBuf = next.components().fold(PathBuf::new(), |mut p, c| {
+            match c {
+                Component::ParentDir => {
+                    p.pop();
+                }
+                Component::CurDir => {}
+                c => p.push(c),
+            }
+            p
+        });
+        if !next.starts_with("/usr") && std::fs::symlink_metadata(&next).is_ok() {
+            out.push(next.clone());
+        }
+        current = next;
+    }
+    out
+}
+
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -173,6 +210,19 @@ mod tests {
         std::fs::write(tmp.path().join("evil/run.sh"), "#!/bin/sh\n").expect("write");
         symlink("../evil", wt.join(".ai")).expect("symlink");
         assert!(resolve(".ai/run.sh", &[], &wt).is_err());
+    }
+
+    #[test]
+    fn alternatives_links_outside_usr_are_found() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let alt = tmp.path().join("alternatives");
+        std::fs::create_dir_all(&alt).expect("mkdir");
+        symlink("/usr/bin/true", alt.join("thing")).expect("symlink");
+        let bin = tmp.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        symlink("../alternatives/thing", bin.join("thing")).expect("symlink");
+        assert_eq!(links_outside_usr(&bin.join("thing")), vec![alt.join("thing")]);
+        assert!(links_outside_usr(Path::new("/usr/bin/true")).is_empty());
     }
 
     #[test]

@@ -57,10 +57,36 @@ pub fn neutralize(text: &str) -> String {
     out
 }
 
+/// Escapes lines a CI runner would execute as workflow commands: GitHub Actions reads a line
+/// starting with `::` (`::add-mask::`, `::set-output`, `::stop-commands::`), Azure Pipelines one
+/// starting with `##vso[` or `##[`, leading whitespace allowed. The first character of such a
+/// line is shown as its escape (`\u{3a}:add-mask::…`), so the line reads the same to a person
+/// and a model but no runner acts on it.
+pub fn defuse_workflow_commands(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let lower = trimmed.to_ascii_lowercase();
+        if trimmed.starts_with("::") || lower.starts_with("##vso[") || trimmed.starts_with("##[") {
+            let first = trimmed.chars().next().unwrap_or(':');
+            let _ = write!(
+                out,
+                "{indent}\\u{{{:x}}}{}",
+                first as u32,
+                &trimmed[first.len_utf8()..]
+            );
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
 /// One stream wrapped in markers.
 pub fn wrap(helper: &str, stream: &str, captured: &Captured, nonce: &Nonce) -> String {
     let helper = neutralize(helper).replace(['\n', '"'], "_");
-    let body = neutralize(&captured.text());
+    let body = defuse_workflow_commands(&neutralize(&captured.text()));
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -134,6 +160,26 @@ mod tests {
                 && !out.contains('\u{202e}')
         );
         assert!(out.contains("\\u{1b}[31m") && out.contains("\ttab") && out.contains("\\u{202e}"));
+    }
+
+    #[test]
+    fn workflow_commands_never_start_a_line() {
+        let text = "ok\n::add-mask::secret\n  ::set-output name=x::y\n::stop-commands::tok\n##vso[task.setvariable variable=x]y\n##[group]g\n##VSO[task.complete]\nnot::this\n";
+        let out = wrap("scan", "stdout", &captured(text, 4096), &Nonce::fixed("n"));
+        for line in out.lines() {
+            let t = line.trim_start();
+            assert!(
+                !t.starts_with("::")
+                    && !t.to_ascii_lowercase().starts_with("##vso[")
+                    && !t.starts_with("##["),
+                "{line:?} in\n{out}"
+            );
+        }
+        assert!(
+            out.contains("\\u{3a}:add-mask::secret") && out.contains("\\u{23}#vso[task.setvariable"),
+            "{out}"
+        );
+        assert!(out.contains("not::this"));
     }
 
     #[test]

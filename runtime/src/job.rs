@@ -272,13 +272,25 @@ impl Job {
     }
 }
 
+/// Which guest paths and host objects a backend can mount.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MountRules<'a> {
+    /// Guest paths a mount may neither be nor contain (the backend's own system directories).
+    pub(crate) cover: &'a [&'a str],
+    /// Guest paths a mount may not lie inside (read-only or special file systems).
+    pub(crate) inside: &'a [&'a str],
+    /// Whether a regular file may be mounted (at a guest path of its own).
+    pub(crate) files: bool,
+}
+
 /// The job's worktree and further directories, checked the same way for every backend: guest
-/// paths absolute without `.` or `..`, none at, inside or over another (nor over one of
-/// `reserved`, the backend's own system paths), host paths existing directories, made canonical
-/// (bwrap resolves sources from `/`).
-pub(crate) fn checked_mounts(job: &Job, reserved: &[&str]) -> Result<Vec<Mount>, crate::Error> {
-    let nested =
-        |a: &str, b: &str| a == b || b == "/" || a.starts_with(&format!("{}/", b.trim_end_matches('/')));
+/// paths absolute without `.` or `..`; none the same as another, or covering one mounted
+/// before it (which it would hide); none covering or inside what `rules` reserves; a mount may
+/// lie inside one mounted before it (`/work/.git/config` after `/work`). Host paths must be
+/// existing directories (or files, where `rules` allows), made canonical (bwrap resolves sources
+/// from `/`).
+pub(crate) fn checked_mounts(job: &Job, rules: MountRules<'_>) -> Result<Vec<Mount>, crate::Error> {
+    let inside = |a: &str, b: &str| b == "/" || a.starts_with(&format!("{}/", b.trim_end_matches('/')));
     let mut out: Vec<Mount> = Vec::new();
     for mount in job.worktree.iter().chain(&job.dirs) {
         let bad = |reason: &str| crate::Error::Mount {
@@ -287,27 +299,42 @@ pub(crate) fn checked_mounts(job: &Job, reserved: &[&str]) -> Result<Vec<Mount>,
             reason: reason.to_owned(),
         };
         let guest = mount.guest.as_str();
-        if !guest.starts_with('/') || guest.split('/').any(|c| c == ".." || c == ".") {
+        if !guest.starts_with('/') || guest.split('/').any(|c| c == ".." || c == ".") || guest.contains("//")
+        {
             return Err(bad(
                 "the guest path must be absolute, without `.` or `..` components",
             ));
         }
-        if guest.trim_end_matches('/').is_empty() || reserved.iter().any(|r| nested(guest, r)) {
-            return Err(bad(
-                "the guest path would cover a system directory of the sandbox; choose another",
-            ));
+        let guest = if guest == "/" {
+            guest
+        } else {
+            guest.trim_end_matches('/')
+        };
+        if rules.cover.iter().any(|r| guest == *r || inside(r, guest)) {
+            return Err(bad(&format!(
+                "the guest path would cover {} of the sandbox; choose another",
+                rules
+                    .cover
+                    .iter()
+                    .find(|r| guest == **r || inside(r, guest))
+                    .copied()
+                    .unwrap_or("a system directory")
+            )));
         }
-        if out
-            .iter()
-            .any(|m| nested(guest, &m.guest) || nested(&m.guest, guest))
-        {
+        if let Some(r) = rules.inside.iter().find(|r| inside(guest, r)) {
+            return Err(bad(&format!(
+                "the guest path lies inside {r}, which the sandbox mounts read-only or for itself; choose another"
+            )));
+        }
+        if out.iter().any(|m| m.guest == guest || inside(&m.guest, guest)) {
             return Err(bad(
-                "it would be mounted at, inside or over another directory of the job (the worktree is at /work); \
-                 choose a separate guest path",
+                "it would be mounted at, or over, a directory mounted before it (the worktree is at /work); choose another guest path",
             ));
         }
         let host = match std::fs::canonicalize(&mount.host) {
             Ok(host) if host.is_dir() => host,
+            Ok(host) if rules.files && host.is_file() => host,
+            Ok(_) if rules.files => return Err(bad("not a directory or a regular file")),
             Ok(_) => return Err(bad("not a directory")),
             Err(e) => return Err(bad(&format!("cannot open it: {e}"))),
         };

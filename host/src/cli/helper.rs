@@ -248,11 +248,7 @@ impl HelperCmd {
         let audit_log = prepared.policy.audit.log.clone();
         if let Some(log) = &audit_log {
             // Fail before running if the operator's audit log cannot be written.
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .with_context(|| format!("cannot open the audit log {}", log.display()))?;
+            audit::open(log).with_context(|| format!("cannot open the audit log {}", log.display()))?;
         }
         let plan = match prepared.plan {
             Ok(plan) => plan,

@@ -403,12 +403,18 @@ fn host_path(mounts: &[Mount], program: &Path) -> PathBuf {
         .unwrap_or_else(|| program.to_owned())
 }
 
-/// The job's directories, checked; none may cover the sandbox's own system directories.
+/// The job's directories and files, checked: none may be or cover the sandbox's own system
+/// directories, or lie inside its read-only or special ones; inside `/tmp` (its private tmpfs)
+/// and elsewhere is fine.
 fn mounts(job: &Job) -> Result<Vec<Mount>, Error> {
     crate::job::checked_mounts(
         job,
-        &[
-            "/usr", "/etc", "/proc", "/dev", "/tmp", "/bin", "/sbin", "/lib", "/lib64",
-        ],
+        crate::job::MountRules {
+            cover: &[
+                "/", "/usr", "/etc", "/proc", "/dev", "/tmp", "/bin", "/sbin", "/lib", "/lib64", "/sys",
+            ],
+            inside: &["/usr", "/proc", "/dev", "/sys", "/bin", "/sbin", "/lib", "/lib64"],
+            files: true,
+        },
     )
 }

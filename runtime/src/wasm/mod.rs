@@ -355,7 +355,14 @@ fn classify(error: &wasmtime::Error, memory_limit_hit: bool) -> Status {
 
 /// The job's directories, checked, plus the worktree once more as `.`.
 fn mounts(job: &Job) -> Result<Vec<Mount>, Error> {
-    let mut out = crate::job::checked_mounts(job, &[])?;
+    // As wasmtime's own CLI: any guest path, nested or `/` itself; no files (a preopen is a
+    // directory).
+    let rules = crate::job::MountRules {
+        cover: &[],
+        inside: &[],
+        files: false,
+    };
+    let mut out = crate::job::checked_mounts(job, rules)?;
     // The worktree is also the helper's working directory: preview 1 has no working directory,
     // and wasi-libc resolves relative paths against a preopen named `.`.
     if let Some(worktree) = out.first().filter(|_| job.worktree.is_some()).cloned() {
