@@ -101,6 +101,9 @@ pub enum PlanError {
         /// What was read.
         actual: String,
     },
+    /// The protected paths of a writable worktree could not be determined.
+    #[error(transparent)]
+    Protect(#[from] crate::protect::ProtectError),
     /// The module is too large.
     #[error("helper {helper:?}: module {module} is larger than {MAX_MODULE_BYTES} bytes")]
     ModuleTooLarge {
@@ -341,7 +344,20 @@ pub fn plan(
         WorktreeAccess::Ro => Access::ReadOnly,
         WorktreeAccess::Rw => Access::ReadWrite,
     };
-    let mut job = job.worktree(worktree, access).limits(limits);
+    let mut mount = Mount::new(worktree, wrun_runtime::job::DEFAULT_WORKTREE_GUEST, access);
+    if access == Access::ReadWrite {
+        mount = mount.protect(crate::protect::protected_paths(worktree)?);
+        decisions.push(format!(
+            "writable worktree: {} stay read-only",
+            mount
+                .protected
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let mut job = job.worktree_mount(mount).limits(limits);
     if def.kind != Kind::Wasm {
         for l in &links {
             job = job.dir(Mount::new(l.clone(), l.display().to_string(), Access::ReadOnly));

@@ -17,6 +17,7 @@ pub mod helper;
 pub mod install;
 pub mod parse;
 pub mod policy;
+pub mod protect;
 pub mod resolve;
 pub mod shell;
 pub mod untrusted;

@@ -102,12 +102,32 @@ fn worktree_write_and_dir_flags() {
             GUEST_WASM,
             "--",
             "write",
-            "f",
+            "src/f",
             "x",
         ],
     );
     assert_eq!(code(&out), 0);
-    assert!(fx.worktree.join("f").exists());
+    assert!(fx.worktree.join("src/f").exists());
+    // `.git` and `.ai` are protected in a writable worktree; for a wasm helper (Landlock) that
+    // also means no new entry at its top: the README says so.
+    for path in [".git", ".ai", "f"] {
+        let out = wrun(
+            &fx,
+            &[
+                "run",
+                "--no-cache",
+                "--worktree",
+                wt,
+                "--write",
+                GUEST_WASM,
+                "--",
+                "mkdir",
+                path,
+            ],
+        );
+        assert_eq!(code(&out), 2, "{path}");
+        assert!(!fx.worktree.join(path).exists(), "{path}");
+    }
 
     let dir = format!("{}::/data", fx.outside.display());
     let out = wrun(

@@ -22,7 +22,7 @@ pub enum Access {
     ReadWrite,
 }
 
-/// A host directory made visible to the helper.
+/// A host directory (or, for the native backend, a file) made visible to the helper.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
     /// The directory on the host.
@@ -31,6 +31,10 @@ pub struct Mount {
     pub guest: String,
     /// What the helper may do in it.
     pub access: Access,
+    /// Paths inside a writable mount (relative to it) that stay read-only: an existing one
+    /// cannot be changed, replaced, renamed or removed, and one that does not exist cannot be
+    /// created. Every backend enforces them or refuses the job (see [`Mount::protect`]).
+    pub protected: Vec<PathBuf>,
 }
 
 impl Mount {
@@ -40,7 +44,25 @@ impl Mount {
             host: host.into(),
             guest: guest.into(),
             access,
+            protected: Vec::new(),
         }
+    }
+
+    /// Keeps `paths` (relative to the mount, without `..`) read-only in a writable mount.
+    ///
+    /// The native backend binds each existing one read-only over itself and an empty read-only
+    /// directory where one is missing (removed after the run); the wasm backend confines the
+    /// guest with Landlock so that nothing beneath a protected path can be written and nothing
+    /// can be created, removed or renamed in the directories on the way to one (so no new
+    /// entry can appear at the top of a worktree whose `.git` is protected). A protected path
+    /// that is a symbolic link cannot be protected either way, and the job is refused.
+    pub fn protect<I, P>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: Into<PathBuf>,
+    {
+        self.protected.extend(paths.into_iter().map(Into::into));
+        self
     }
 }
 
@@ -232,6 +254,12 @@ impl Job {
         self
     }
 
+    /// Mounts the worktree as `mount` says (its guest path, protected paths).
+    pub fn worktree_mount(mut self, mount: Mount) -> Self {
+        self.worktree = Some(mount);
+        self
+    }
+
     /// Adds a further directory.
     pub fn dir(mut self, mount: Mount) -> Self {
         self.dirs.push(mount);
@@ -338,7 +366,57 @@ pub(crate) fn checked_mounts(job: &Job, rules: MountRules<'_>) -> Result<Vec<Mou
             Ok(_) => return Err(bad("not a directory")),
             Err(e) => return Err(bad(&format!("cannot open it: {e}"))),
         };
-        out.push(Mount::new(host, guest, mount.access));
+        let mut protected = Vec::new();
+        if mount.access == Access::ReadWrite {
+            for p in &mount.protected {
+                let normal = !p.as_os_str().is_empty()
+                    && p.components()
+                        .all(|c| matches!(c, std::path::Component::Normal(_)));
+                if !normal {
+                    return Err(bad(&format!(
+                        "protected path {} must be relative to the mount, without `.` or `..`",
+                        p.display()
+                    )));
+                }
+                // Every component on the way must be a real directory, and the path itself
+                // not a symbolic link: a link could be turned to point anywhere.
+                let mut at = host.clone();
+                for (i, c) in p.components().enumerate() {
+                    at.push(c);
+                    let last = i + 1 == p.components().count();
+                    match std::fs::symlink_metadata(&at) {
+                        Ok(m) if m.file_type().is_symlink() => {
+                            return Err(bad(&format!(
+                                "protected path {} is a symbolic link ({}), which cannot be kept read-only; refusing a writable mount",
+                                p.display(),
+                                at.display()
+                            )));
+                        }
+                        Ok(m) if !last && !m.is_dir() => {
+                            return Err(bad(&format!(
+                                "protected path {}: {} is not a directory",
+                                p.display(),
+                                at.display()
+                            )));
+                        }
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                        Err(e) => {
+                            return Err(bad(&format!(
+                                "cannot inspect protected path {}: {e}",
+                                p.display()
+                            )));
+                        }
+                    }
+                }
+                if !protected.contains(p) {
+                    protected.push(p.clone());
+                }
+            }
+        }
+        let mut checked = Mount::new(host, guest, mount.access);
+        checked.protected = protected;
+        out.push(checked);
     }
     Ok(out)
 }

@@ -31,6 +31,8 @@ pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod native;
 pub mod outcome;
+#[cfg(target_os = "linux")]
+mod protect;
 #[cfg(feature = "wasm")]
 mod runner;
 mod sandbox;

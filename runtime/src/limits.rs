@@ -233,6 +233,16 @@ impl Limits {
         self.max_processes = n;
         self
     }
+    /// Sets the open-file limit of native helpers.
+    pub fn with_max_open_files(mut self, n: u32) -> Self {
+        self.max_open_files = n;
+        self
+    }
+    /// Sets the size of the native sandbox's `/tmp` (and of its `/dev/shm`).
+    pub fn with_tmp_size(mut self, size: ByteSize) -> Self {
+        self.tmp_size = size;
+        self
+    }
 
     /// Checks every limit: none may be zero, none may exceed its ceiling.
     pub fn validate(&self) -> Result<(), LimitError> {

@@ -234,7 +234,9 @@ fn a_writable_worktree_keeps_git_and_ai_read_only() {
     let out = run_native(
         s,
         sh("echo ok > written.txt && echo evil > .git/hooks/pre-commit; echo evil > .ai/tool.sh; true")
-            .worktree(&fx.worktree, Access::ReadWrite),
+            .worktree_mount(
+                wrun_runtime::Mount::new(&fx.worktree, "/work", Access::ReadWrite).protect([".git", ".ai"]),
+            ),
     );
     assert_eq!(exited(&out), 0);
     assert_eq!(
@@ -752,4 +754,46 @@ fn a_program_that_cannot_start_is_an_error_and_the_next_run_works() {
         .block_on(wrun_runtime::Sandbox::run(&off, sh("echo fine")))
         .unwrap();
     assert_eq!(out.stdout.text(), "fine\n");
+}
+
+/// Issue 12: nothing but `/tmp`, `/dev/shm` (both size-limited) and a writable worktree can be
+/// written inside the sandbox: the root, `/etc`, `/dev` and every directory bwrap created are
+/// read-only.
+#[test]
+fn the_root_and_every_directory_bwrap_creates_are_read_only() {
+    let s = sandbox!();
+    let fx = Fixture::new();
+    let script = "for p in /x /etc/x /dev/x /run/x /home/x /var/x /opt/x /work/x /usr/x; do \
+                    if touch \"$p\" 2>/dev/null || mkdir \"$p\" 2>/dev/null; then echo \"wrote $p\"; fi; done; \
+                  touch /tmp/ok && echo tmp-ok; \
+                  head -c 3000000 /dev/zero > /dev/shm/fill 2>/dev/null; \
+                  echo \"shm $(wc -c < /dev/shm/fill)\"; \
+                  test -e /dev/mqueue && echo mqueue-mounted; \
+                  python3 -c 'import os; os.mkfifo(\"/etc/fifo\")' 2>/dev/null && echo wrote-fifo; true";
+    let limits = Limits::default().with_tmp_size(ByteSize::mib(1));
+    let out = run_native(
+        s,
+        sh(script).worktree(&fx.worktree, Access::ReadOnly).limits(limits),
+    );
+    let text = out.stdout.text();
+    assert_eq!(exited(&out), 0, "{}", out.stderr.text());
+    assert!(!text.contains("wrote"), "{text}");
+    assert!(
+        text.contains("tmp-ok") && !text.contains("mqueue-mounted"),
+        "{text}"
+    );
+    let shm: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("shm "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(shm <= 1 << 20, "/dev/shm holds {shm} bytes under a 1 MiB limit");
+    // The twin: the worktree, when writable, is.
+    let out = run_native(
+        s,
+        sh("touch /work/x && echo wrote").worktree(&fx.worktree, Access::ReadWrite),
+    );
+    assert!(out.stdout.text().contains("wrote"), "{}", out.stderr.text());
 }

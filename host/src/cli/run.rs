@@ -166,7 +166,12 @@ impl RunCmd {
         } else {
             Job::native(native_program(&self.program, &worktree)?)
         };
-        let mut job = job.args(self.args).worktree(&worktree, access).limits(limits);
+        let mut mount = Mount::new(&worktree, wrun_runtime::job::DEFAULT_WORKTREE_GUEST, access);
+        if access == Access::ReadWrite {
+            // `.git`, `.ai` and nested repositories stay read-only in a writable worktree.
+            mount = mount.protect(wrun_host::protect::protected_paths(&worktree)?);
+        }
+        let mut job = job.args(self.args).worktree_mount(mount).limits(limits);
         for mount in self.dirs {
             job = job.dir(mount);
         }

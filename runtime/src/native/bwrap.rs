@@ -73,12 +73,15 @@ pub(crate) fn base_args() -> Vec<OsString> {
     a
 }
 
-/// The per-job part: `/tmp`, the worktree and further directories, the working directory, the
-/// seccomp fd and the program with its arguments.
+/// The per-job part: `/tmp`, the worktree and further directories with their protected paths
+/// (each existing one re-bound read-only over itself, each missing one covered by `empty`, an
+/// empty read-only directory), the working directory, the seccomp fd and the program with its
+/// arguments.
 pub(crate) fn job_args(
     base: &[OsString],
     tmp_size: u64,
     mounts: &[Mount],
+    empty: &Path,
     workdir: &str,
     program: &Path,
     args: &[String],
@@ -100,29 +103,64 @@ pub(crate) fn job_args(
             mount.host.clone().into_os_string(),
             mount.guest.clone().into(),
         ]);
-        if mount.access == Access::ReadWrite {
-            // Git metadata and upstream helper definitions stay read-only even in a writable
-            // worktree: a helper must not plant hooks or rewrite `.ai/`. Only real directories
-            // or files are re-bound; a symlink would make bwrap bind its target from the host.
-            for protected in [".git", ".ai"] {
-                let host = mount.host.join(protected);
-                if std::fs::symlink_metadata(&host).is_ok_and(|m| !m.file_type().is_symlink()) {
-                    a.extend([
-                        "--ro-bind".into(),
-                        host.into_os_string(),
-                        format!("{}/{protected}", mount.guest).into(),
-                    ]);
-                }
+        // The directories on the way to a nested protected path are read-only too, with
+        // their other entries bound writable again: otherwise `vendor/lib` could be renamed
+        // away and a fresh `vendor/lib/.git` made in its place.
+        for spine in nested_spine(mount) {
+            let host_dir = mount.host.join(&spine);
+            if !std::fs::symlink_metadata(&host_dir).is_ok_and(|m| m.is_dir()) {
+                continue;
             }
-            if let Some(rel) = gitdir_inside(&mount.host) {
+            let guest_dir = format!("{}/{}", mount.guest.trim_end_matches('/'), spine.display());
+            a.extend([
+                "--ro-bind".into(),
+                host_dir.clone().into_os_string(),
+                guest_dir.clone().into(),
+            ]);
+            let Ok(entries) = std::fs::read_dir(&host_dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let rel = spine.join(entry.file_name());
+                let on_the_way = mount.protected.iter().any(|p| p == &rel || p.starts_with(&rel));
+                let plain = entry.file_type().is_ok_and(|t| t.is_dir() || t.is_file());
+                if on_the_way || !plain {
+                    continue;
+                }
                 a.extend([
-                    "--ro-bind".into(),
-                    mount.host.join(&rel).into_os_string(),
-                    format!("{}/{}", mount.guest, rel.display()).into(),
+                    "--bind".into(),
+                    entry.path().into_os_string(),
+                    format!("{guest_dir}/{}", entry.file_name().to_string_lossy()).into(),
                 ]);
             }
         }
+        for protected in &mount.protected {
+            let host = mount.host.join(protected);
+            let source = if std::fs::symlink_metadata(&host).is_ok() {
+                host.into_os_string()
+            } else {
+                empty.as_os_str().to_owned()
+            };
+            a.extend([
+                "--ro-bind".into(),
+                source,
+                format!("{}/{}", mount.guest.trim_end_matches('/'), protected.display()).into(),
+            ]);
+        }
     }
+    // Nothing else is writable: the root (and `/etc`, and every directory bwrap created on
+    // it) is remounted read-only once every mount point exists; `/dev` too, with a
+    // size-limited tmpfs of its own at `/dev/shm`.
+    a.extend([
+        "--size".into(),
+        tmp_size.to_string().into(),
+        "--tmpfs".into(),
+        "/dev/shm".into(),
+        "--remount-ro".into(),
+        "/dev".into(),
+        "--remount-ro".into(),
+        "/".into(),
+    ]);
     a.extend(["--chdir".into(), workdir.into()]);
     a.extend(["--seccomp".into(), SECCOMP_FD.to_string().into()]);
     a.push("--".into());
@@ -131,21 +169,21 @@ pub(crate) fn job_args(
     a
 }
 
-/// Where a `.git` file (`gitdir: PATH`, as linked worktrees and submodules have) points, when
-/// that is a real directory inside the worktree: it must be read-only too. A gitdir outside the
-/// worktree is not bound at all, so it needs nothing.
-fn gitdir_inside(worktree: &Path) -> Option<std::path::PathBuf> {
-    let dot_git = worktree.join(".git");
-    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
-    if !meta.is_file() || meta.len() > 4096 {
-        return None;
+/// The directories strictly between a writable mount's root and its protected paths,
+/// outermost first.
+fn nested_spine(mount: &Mount) -> Vec<std::path::PathBuf> {
+    if mount.access != Access::ReadWrite {
+        return Vec::new();
     }
-    let text = std::fs::read_to_string(&dot_git).ok()?;
-    let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
-    let resolved = std::fs::canonicalize(worktree.join(target)).ok()?;
-    let root = std::fs::canonicalize(worktree).ok()?;
-    let rel = resolved.strip_prefix(&root).ok()?.to_owned();
-    (!rel.as_os_str().is_empty() && resolved.is_dir()).then_some(rel)
+    let mut spine: Vec<std::path::PathBuf> = mount
+        .protected
+        .iter()
+        .flat_map(|p| p.ancestors().skip(1).map(Path::to_path_buf))
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    spine.sort_by_key(|p| (p.components().count(), p.clone()));
+    spine.dedup();
+    spine
 }
 
 /// Why user namespaces may be unavailable, read from the kernel's knobs: the usual reasons
@@ -178,49 +216,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn writable_worktrees_keep_git_and_ai_read_only() {
+    fn protected_paths_are_bound_read_only_and_missing_ones_covered() {
         let tmp = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(tmp.path().join(".git")).expect("mkdir");
-        std::fs::create_dir(tmp.path().join(".ai")).expect("mkdir");
-        let mounts = [Mount::new(tmp.path(), "/work", Access::ReadWrite)];
+        let mount = Mount::new(tmp.path(), "/work", Access::ReadWrite).protect([".git", ".ai"]);
         let args = job_args(
             &[],
             1024,
-            &mounts,
+            &[mount],
+            Path::new("/empty"),
             "/work",
             Path::new("/usr/bin/true"),
             &["x".into()],
         );
-        let text: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-        let joined = text.join(" ");
-        assert!(joined.contains(&format!("--bind {} /work", tmp.path().display())));
-        assert!(joined.contains("/.git /work/.git"), "{joined}");
-        assert!(joined.contains("/.ai /work/.ai"), "{joined}");
-        assert!(joined.ends_with("--seccomp 3 -- /usr/bin/true x"), "{joined}");
-    }
-
-    #[test]
-    fn a_gitdir_file_pointing_inside_the_worktree_is_protected_too() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir_all(tmp.path().join("meta/gitdir/hooks")).expect("mkdir");
-        std::fs::write(tmp.path().join(".git"), "gitdir: meta/gitdir\n").expect("write");
-        let mounts = [Mount::new(tmp.path(), "/work", Access::ReadWrite)];
-        let args = job_args(&[], 1024, &mounts, "/work", Path::new("/usr/bin/true"), &[]);
         let joined = args
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
             .join(" ");
-        assert!(joined.contains("/meta/gitdir /work/meta/gitdir"), "{joined}");
-    }
-
-    #[test]
-    fn a_symlinked_git_dir_is_not_bound_from_the_host() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        std::os::unix::fs::symlink("/etc", tmp.path().join(".git")).expect("symlink");
-        let mounts = [Mount::new(tmp.path(), "/work", Access::ReadWrite)];
-        let args = job_args(&[], 1024, &mounts, "/work", Path::new("/usr/bin/true"), &[]);
-        assert!(!args.iter().any(|a| a.to_string_lossy().ends_with("/.git")));
+        assert!(joined.contains(&format!("--bind {} /work", tmp.path().display())));
+        assert!(
+            joined.contains(&format!("--ro-bind {}/.git /work/.git", tmp.path().display())),
+            "{joined}"
+        );
+        assert!(joined.contains("--ro-bind /empty /work/.ai"), "{joined}");
+        assert!(joined.ends_with("--seccomp 3 -- /usr/bin/true x"), "{joined}");
     }
 
     #[test]

@@ -108,6 +108,8 @@ pub struct NativeSandbox {
     seccomp: OnceLock<Result<Vec<u8>, String>>,
     probe: tokio::sync::OnceCell<Result<(), String>>,
     pool: pool::Pool,
+    /// An empty read-only directory bound over protected paths that do not exist.
+    empty: tempfile::TempDir,
 }
 
 /// The default `PATH` inside the sandbox when the policy sets none.
@@ -137,12 +139,29 @@ impl NativeSandbox {
             what: "making wrun non-dumpable".into(),
             source: e.into(),
         })?;
+        let empty = tempfile::Builder::new()
+            .prefix("wrun-empty-")
+            .tempdir()
+            .map_err(|source| Error::Spawn {
+                what: "creating the empty directory for missing protected paths".into(),
+                source,
+            })?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(empty.path(), std::fs::Permissions::from_mode(0o555)).map_err(
+                |source| Error::Spawn {
+                    what: "making the empty directory read-only".into(),
+                    source,
+                },
+            )?;
+        }
         Ok(Self {
             config,
             base_args: bwrap::base_args(),
             seccomp: OnceLock::new(),
             probe: tokio::sync::OnceCell::new(),
             pool: pool::Pool::default(),
+            empty,
         })
     }
 
@@ -169,6 +188,7 @@ impl NativeSandbox {
             &self.base_args,
             job.limits.tmp_size.bytes(),
             mounts,
+            self.empty.path(),
             workdir,
             program,
             &job.args,
@@ -253,7 +273,15 @@ impl NativeSandbox {
                 }
                 let bpf = self.seccomp_program()?;
                 let job = Job::native(PROBE_PROGRAM);
-                let args = bwrap::job_args(&self.base_args, 1 << 20, &[], "/", Path::new(PROBE_PROGRAM), &[]);
+                let args = bwrap::job_args(
+                    &self.base_args,
+                    1 << 20,
+                    &[],
+                    self.empty.path(),
+                    "/",
+                    Path::new(PROBE_PROGRAM),
+                    &[],
+                );
                 let env = vec![("PATH".to_owned(), DEFAULT_PATH.to_owned())];
                 let out = spawn::run(spawn::Launch {
                     program: bwrap,
@@ -326,6 +354,9 @@ impl NativeSandbox {
                     .ok_or_else(|| Error::SandboxUnavailable("no bwrap".into()))?;
                 let bpf = self.seccomp_program().map_err(Error::SandboxUnavailable)?;
                 let args = self.bwrap_args(&job, program, &mounts);
+                // bwrap creates the mount points of missing protected paths in the writable
+                // mount; they are removed again after the run.
+                let created = missing_protected(&mounts);
                 let out = spawn::run(spawn::Launch {
                     program: bwrap,
                     args: &args,
@@ -335,12 +366,23 @@ impl NativeSandbox {
                     sandboxed: true,
                     pool: &self.pool,
                 })
-                .await?;
-                (out, Confinement::Bwrap)
+                .await;
+                remove_mount_points(&created);
+                (out?, Confinement::Bwrap)
             }
             Err(reason) if self.config.mode == SandboxMode::Require => {
                 return Err(Error::SandboxUnavailable(format!(
                     "{reason}. The sandbox mode is `require`; fix the above or choose `auto` to run unsandboxed"
+                )));
+            }
+            Err(reason) if mounts.iter().any(|m| !m.protected.is_empty()) => {
+                return Err(Error::SandboxUnavailable(format!(
+                    "{reason}, and without a sandbox the protected paths of a writable worktree ({}) cannot be kept read-only; run the helper read-only, or where bwrap works",
+                    mounts
+                        .iter()
+                        .flat_map(|m| m.protected.iter().map(|p| p.display().to_string()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
             Err(reason) => {
@@ -391,6 +433,33 @@ impl Sandbox for NativeSandbox {
 
     fn run<'a>(&'a self, job: Job) -> BoxFuture<'a, Result<Outcome, Error>> {
         Box::pin(self.run_native(job))
+    }
+}
+
+/// The directories bwrap will create for protected paths that do not exist (each missing
+/// component, outermost first).
+fn missing_protected(mounts: &[Mount]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for mount in mounts.iter().filter(|m| m.access == crate::Access::ReadWrite) {
+        for p in &mount.protected {
+            let mut at = mount.host.clone();
+            for c in p.components() {
+                at.push(c);
+                if std::fs::symlink_metadata(&at).is_err() {
+                    out.push(at.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Removes mount points bwrap created, innermost first, if they are still empty directories.
+fn remove_mount_points(created: &[PathBuf]) {
+    for dir in created.iter().rev() {
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 

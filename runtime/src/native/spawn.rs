@@ -77,6 +77,8 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
             limits.max_processes.into(),
         ),
         (libc::RLIMIT_CORE, 0, 0),
+        // No POSIX message queue can be created: they would be memory outside every cap.
+        (libc::RLIMIT_MSGQUEUE, 0, 0),
     ];
     if let Some(cpu) = limits.cpu {
         // SIGXCPU at the limit, SIGKILL a second later if the helper ignores it.

@@ -2,6 +2,8 @@
 #![allow(unsafe_code)]
 
 #[cfg(target_os = "linux")]
+pub(crate) mod landlock;
+#[cfg(target_os = "linux")]
 pub(crate) mod spawner;
 
 #[cfg(feature = "wasm")]

@@ -220,6 +220,9 @@ impl WasmSandbox {
         };
         let guarded = env::guard(&job.env);
         let mounts = mounts(&job)?;
+        // Protected paths of a writable mount: the run is confined with Landlock (or refused).
+        #[cfg(target_os = "linux")]
+        let confinement = crate::protect::LandlockPlan::for_mounts(&mounts)?;
         let set = self.engine_set(job.limits.fuel.is_some())?;
 
         let _permit = self
@@ -238,19 +241,80 @@ impl WasmSandbox {
 
         let stdout = Capture::new(job.limits.stdout_cap);
         let stderr = Capture::new(job.limits.stderr_cap);
+        let execution = Execution {
+            engine: set.engine.clone(),
+            pre,
+            name: module.name().to_owned(),
+            args: job.args.clone(),
+            env: guarded.vars.clone(),
+            stdin: job.stdin.clone(),
+            mounts,
+            limits: job.limits.clone(),
+            deadline,
+            stdout: stdout.clone(),
+            stderr: stderr.clone(),
+        };
+        #[cfg(target_os = "linux")]
+        let executed = match confinement {
+            Some(plan) => execution.run_confined(plan).await?,
+            None => execution.run().await?,
+        };
+        #[cfg(not(target_os = "linux"))]
+        let executed = execution.run().await?;
+        Ok(Outcome {
+            status: executed.status,
+            stdout: stdout.finish(),
+            stderr: stderr.finish(),
+            usage: Usage {
+                wall_time: started.elapsed(),
+                fuel_consumed: executed.fuel_consumed,
+                peak_memory: Some(ByteSize(executed.peak)),
+                cache: cache_use,
+            },
+            backend: Backend::Wasm,
+            env_dropped: guarded.dropped,
+        })
+    }
+}
+
+/// Everything one run needs, owned, so that it can run on another thread.
+struct Execution {
+    engine: Engine,
+    pre: InstancePre<RunState>,
+    name: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    stdin: Stdin,
+    mounts: Vec<Mount>,
+    limits: crate::Limits,
+    deadline: Instant,
+    stdout: Capture,
+    stderr: Capture,
+}
+
+/// How a run ended.
+struct Executed {
+    status: Status,
+    fuel_consumed: Option<u64>,
+    peak: u64,
+}
+
+impl Execution {
+    /// Runs the guest to its end on the current task.
+    async fn run(self) -> Result<Executed, Error> {
         let mut wasi = WasiCtxBuilder::new();
-        wasi.arg(module.name())
-            .args(&job.args)
-            .envs(&guarded.vars)
-            .stdout(CaptureStream(stdout.clone()))
-            .stderr(CaptureStream(stderr.clone()))
+        wasi.arg(&self.name)
+            .args(&self.args)
+            .envs(&self.env)
+            .stdout(CaptureStream(self.stdout.clone()))
+            .stderr(CaptureStream(self.stderr.clone()))
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
-        if let Stdin::Bytes(bytes) = &job.stdin {
+        if let Stdin::Bytes(bytes) = &self.stdin {
             wasi.stdin(MemoryInputPipe::new(bytes::Bytes::copy_from_slice(bytes)));
         }
-        for mount in &mounts {
+        for mount in &self.mounts {
             let perms = match mount.access {
                 Access::ReadOnly => FsPerms::ReadOnly,
                 Access::ReadWrite => FsPerms::ReadWrite,
@@ -264,18 +328,19 @@ impl WasmSandbox {
         }
 
         let mut store = Store::new(
-            &set.engine,
+            &self.engine,
             RunState {
                 wasi: wasi.build_p1(),
-                limiter: MemoryLimiter::new(job.limits.memory),
+                limiter: MemoryLimiter::new(self.limits.memory),
             },
         );
         store.limiter(|s| &mut s.limiter);
-        if let Some(fuel) = job.limits.fuel {
+        if let Some(fuel) = self.limits.fuel {
             store
                 .set_fuel(fuel)
                 .map_err(|e| Error::Engine(format!("setting fuel: {e}")))?;
         }
+        let deadline = self.deadline;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
             if Instant::now() >= deadline {
@@ -285,6 +350,7 @@ impl WasmSandbox {
             }
         });
 
+        let pre = self.pre;
         let run = async {
             let instance = pre.instantiate_async(&mut store).await?;
             let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
@@ -297,24 +363,41 @@ impl WasmSandbox {
             Ok(Ok(())) => Status::Exited { code: 0 },
             Ok(Err(e)) => classify(&e, store.data().limiter.hit()),
         };
-        let fuel_consumed = job
+        let fuel_consumed = self
             .limits
             .fuel
             .map(|budget| budget.saturating_sub(store.get_fuel().unwrap_or(0)));
         let peak = store.data().limiter.peak() as u64;
-        Ok(Outcome {
+        Ok(Executed {
             status,
-            stdout: stdout.finish(),
-            stderr: stderr.finish(),
-            usage: Usage {
-                wall_time: started.elapsed(),
-                fuel_consumed,
-                peak_memory: Some(ByteSize(peak)),
-                cache: cache_use,
-            },
-            backend: Backend::Wasm,
-            env_dropped: guarded.dropped,
+            fuel_consumed,
+            peak,
         })
+    }
+
+    /// Runs the guest on a thread of its own confined by `plan` (Landlock), with a runtime of
+    /// its own: every file-system call of the guest is made from that thread or from threads
+    /// it starts, all of which the confinement covers. The thread ends with the run.
+    #[cfg(target_os = "linux")]
+    async fn run_confined(self, plan: crate::protect::LandlockPlan) -> Result<Executed, Error> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("wrun-wasm-confined".into())
+            .spawn(move || {
+                let result = (|| {
+                    plan.enforce()
+                        .map_err(|e| Error::Engine(format!("confining the run with Landlock: {e}")))?;
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| Error::Engine(format!("starting the confined run's runtime: {e}")))?;
+                    runtime.block_on(self.run())
+                })();
+                let _ = tx.send(result);
+            })
+            .map_err(|e| Error::Engine(format!("starting the confined run's thread: {e}")))?;
+        rx.await
+            .map_err(|_| Error::Engine("the confined run's thread ended without a result".into()))?
     }
 }
 

@@ -69,6 +69,9 @@ fn main() -> ExitCode {
             .and_then(|mut f| f.write_all(content.as_bytes())),
         ("rename", [from, to]) => std::fs::rename(from, to),
         ("link", [from, to]) => std::fs::hard_link(from, to),
+        #[allow(deprecated)] // the one stable way to make a symbolic link on wasm32-wasip1
+        ("symlink", [target, link]) => std::fs::soft_link(target, link),
+        ("rmdir", [path]) => std::fs::remove_dir(path),
         ("mkdir", [path]) => std::fs::create_dir(path),
         ("remove", [path]) => std::fs::remove_file(path),
         ("exit", [code]) => std::process::exit(code.parse().unwrap_or(64)),
