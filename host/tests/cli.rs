@@ -713,3 +713,385 @@ fn nix_is_root() -> bool {
         .lines()
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
 }
+
+/// Issue 12: stdin streams into the helper as it reads it, under the job's timeout, for wasm
+/// and native alike; a helper that does not read it is not held up; wrun never holds it whole.
+#[test]
+fn stdin_streams_under_the_timeout_and_is_never_read_whole() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let fx = Fixture::new();
+    let cases: [&[&str]; 2] = [&[GUEST_WASM, "--", "cat"], &["/bin/cat"]];
+    for program in cases {
+        let mut args = vec!["run", "--no-cache", "--stdin", "-", "--timeout", "2s"];
+        args.extend_from_slice(program);
+        let mut child = wrun_cmd(&fx, &args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The pipe never closes while wrun runs: this end is held open.
+        let mut writer = child.stdin.take().unwrap();
+        writer.write_all(b"hello through the pipe\n").unwrap();
+        writer.flush().unwrap();
+        let started = std::time::Instant::now();
+        let out = child.wait_with_output().unwrap();
+        drop(writer);
+        assert_eq!(code(&out), 124, "{program:?}: {}", stderr(&out));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{program:?}"
+        );
+        assert!(
+            stdout(&out).contains("hello through the pipe"),
+            "{program:?}: {}",
+            stdout(&out)
+        );
+    }
+    // A helper that never reads its stdin ends at once.
+    let cases: [&[&str]; 2] = [&[GUEST_WASM, "--", "noop"], &["/bin/true"]];
+    for program in cases {
+        let mut args = vec!["run", "--no-cache", "--stdin", "-", "--timeout", "20s"];
+        args.extend_from_slice(program);
+        let mut child = wrun_cmd(&fx, &args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let writer = child.stdin.take().unwrap();
+        let out = child.wait_with_output().unwrap();
+        drop(writer);
+        assert_eq!(code(&out), 0, "{program:?}");
+    }
+    // A 4 GiB file, of which the helper reads 16 bytes: wrun's own peak memory stays small.
+    let big = fx.worktree.parent().unwrap().join("big.bin");
+    std::fs::File::create(&big).unwrap().set_len(4 << 30).unwrap();
+    let measure = "import resource, subprocess, sys\n\
+                   r = subprocess.run(sys.argv[1:], capture_output=True)\n\
+                   print(r.returncode, len(r.stdout), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)";
+    for program in [
+        &["/usr/bin/head", "--", "-c", "16"][..],
+        &[GUEST_WASM, "--", "read", "README.md"][..],
+    ] {
+        let mut args = vec![
+            "-c",
+            measure,
+            wrun_bin().to_str().unwrap(),
+            "run",
+            "--no-cache",
+            "--stdin",
+            big.to_str().unwrap(),
+        ];
+        args.extend_from_slice(program);
+        let out = Command::new("/usr/bin/python3")
+            .args(&args)
+            .current_dir(&fx.worktree)
+            .env("HOME", fx.worktree.parent().unwrap())
+            .output()
+            .unwrap();
+        let report = stdout(&out);
+        let fields: Vec<u64> = report.split_whitespace().map(|f| f.parse().unwrap()).collect();
+        assert_eq!(fields[0], 0, "{program:?}: {report} {}", stderr(&out));
+        assert!(
+            fields[2] < 512 * 1024,
+            "wrun's peak RSS was {} KiB for {program:?}",
+            fields[2]
+        );
+    }
+}
+
+/// Issue 12: `--changed-files -` reads the list from stdin; piped input without `--stdin` is
+/// not silently dropped: wrun says so.
+#[test]
+fn changed_files_from_stdin_and_a_note_for_ignored_input() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let fx = Fixture::new();
+    let mut child = wrun_cmd(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--changed-files",
+            "-",
+            GUEST_WASM,
+            "--",
+            "stdin",
+        ],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"src/lib.rs\nREADME.md\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0);
+    let list: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(list["files"][1]["path"], "README.md");
+
+    let mut child = wrun_cmd(&fx, &["run", "--no-cache", GUEST_WASM, "--", "stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"ignored\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!((code(&out), stdout(&out).as_str()), (0, ""));
+    assert!(
+        stderr(&out).contains("stdin is not passed to the helper"),
+        "{}",
+        stderr(&out)
+    );
+    // No note when stdin is /dev/null.
+    let out = wrun_cmd(&fx, &["run", "--no-cache", GUEST_WASM, "--", "noop"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!stderr(&out).contains("note"), "{}", stderr(&out));
+}
+
+/// Issue 12: native programs are found in the sandbox's view (inside a read-only bind), and a
+/// program that could not start is wrun's refusal (125) with a hint, never the helper's exit 1.
+#[test]
+fn native_programs_are_found_in_binds_and_checked_before_they_run() {
+    if !bwrap_works() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let tools = fx.worktree.parent().unwrap().join("tools");
+    std::fs::create_dir_all(tools.join("bin")).unwrap();
+    let script = |name: &str, text: &str| {
+        let p = tools.join("bin").join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    script("tool", "#!/bin/sh\necho \"tool ran: $*\"\n");
+    script("needs-missing", "#!/nonexistent/prefix/bin/python3\nprint(1)\n");
+    script("needs-env", "#!/usr/bin/env no-such-interpreter\n");
+    script("not-executable", "#!/bin/sh\n");
+    std::fs::set_permissions(
+        tools.join("bin/not-executable"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let bind = format!("{}::/opt/tools", tools.display());
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--sandbox",
+            "require",
+            "--ro-bind",
+            &bind,
+            "/opt/tools/bin/tool",
+            "--",
+            "x",
+        ],
+    );
+    assert_eq!(
+        (code(&out), stdout(&out).as_str()),
+        (0, "tool ran: x\n"),
+        "{}",
+        stderr(&out)
+    );
+    // Under /tmp, at the same path: fine (the sandbox's /tmp is its own tmpfs).
+    let in_tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(tools.join("bin/tool"), in_tmp.path().join("tool")).unwrap();
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--sandbox",
+            "require",
+            "--ro-bind",
+            in_tmp.path().to_str().unwrap(),
+            in_tmp.path().join("tool").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        (code(&out), stdout(&out).as_str()),
+        (0, "tool ran: \n"),
+        "{}",
+        stderr(&out)
+    );
+    for (program, needle) in [
+        ("/opt/tools/bin", "is a directory"),
+        ("/opt/tools/bin/needs-missing", "bind its prefix"),
+        ("/opt/tools/bin/needs-env", "no-such-interpreter"),
+        ("/opt/tools/bin/not-executable", "not an executable"),
+        ("/opt/tools/bin/nothing", "cannot find"),
+    ] {
+        let out = wrun(&fx, &["run", "--sandbox", "require", "--ro-bind", &bind, program]);
+        assert_eq!(code(&out), 125, "{program}: {}{}", stdout(&out), stderr(&out));
+        assert!(stderr(&out).contains(needle), "{program}: {}", stderr(&out));
+    }
+    let out = wrun(
+        &fx,
+        &["run", "--sandbox", "require", "--memory", "1", "/bin/true"],
+    );
+    assert_eq!(code(&out), 125);
+    assert!(
+        stderr(&out).contains("too small to start a native helper"),
+        "{}",
+        stderr(&out)
+    );
+    // Covering the sandbox's own directories stays refused.
+    for guest in ["/", "/usr", "/tmp", "/proc", "/usr/lib/x"] {
+        let out = wrun(
+            &fx,
+            &[
+                "run",
+                "--sandbox",
+                "require",
+                "--ro-bind",
+                &format!("{}::{guest}", tools.display()),
+                "/bin/true",
+            ],
+        );
+        assert_eq!(code(&out), 125, "{guest}");
+    }
+}
+
+/// Issue 12: flags for the other kind of helper are refused, and so is a wasm memory limit
+/// below the module's own declared minimum.
+#[test]
+fn flags_of_the_other_kind_and_too_little_wasm_memory_are_refused() {
+    let fx = Fixture::new();
+    for flag in [
+        &["--cpu", "1s"][..],
+        &["--ro-bind", "/usr"],
+        &["--max-processes", "4"],
+        &["--max-file-size", "1MiB"],
+        &["--sandbox", "off"],
+        &["--tmp-size", "1MiB"],
+    ] {
+        let mut args = vec!["run", "--no-cache"];
+        args.extend_from_slice(flag);
+        args.extend([GUEST_WASM, "--", "noop"]);
+        let out = wrun(&fx, &args);
+        assert_eq!(code(&out), 125, "{flag:?}");
+        assert!(
+            stderr(&out).contains("native helpers only"),
+            "{flag:?}: {}",
+            stderr(&out)
+        );
+    }
+    let out = wrun(&fx, &["run", "--fuel", "1000", "/bin/true"]);
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("wasm helpers only"), "{}", stderr(&out));
+    let out = wrun(
+        &fx,
+        &["run", "--no-cache", "--memory", "64KiB", GUEST_WASM, "--", "noop"],
+    );
+    assert_eq!(code(&out), 125);
+    assert!(stderr(&out).contains("initial linear memory"), "{}", stderr(&out));
+}
+
+/// Issue 12: wasm preopens follow wasmtime's rules (`/` itself, nested guest paths), and a run
+/// may have no worktree at all.
+#[test]
+fn wasm_dirs_may_be_the_root_or_nested_and_the_worktree_optional() {
+    let fx = Fixture::new();
+    let root = format!("{}::/", fx.outside.display());
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--no-worktree",
+            "--dir",
+            &root,
+            GUEST_WASM,
+            "--",
+            "read",
+            "/secret.txt",
+        ],
+    );
+    assert_eq!(
+        (code(&out), stdout(&out).as_str()),
+        (0, CANARY),
+        "{}",
+        stderr(&out)
+    );
+    let outer = format!("{}::/data", fx.worktree.display());
+    let inner = format!("{}::/data/src", fx.outside.display());
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--dir",
+            &outer,
+            "--dir",
+            &inner,
+            GUEST_WASM,
+            "--",
+            "read",
+            "/data/src/secret.txt",
+        ],
+    );
+    assert_eq!(
+        (code(&out), stdout(&out).as_str()),
+        (0, CANARY),
+        "{}",
+        stderr(&out)
+    );
+    // With no worktree, the current directory is not there.
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--no-worktree",
+            GUEST_WASM,
+            "--",
+            "read",
+            "README.md",
+        ],
+    );
+    assert_eq!(code(&out), 2, "{}", stdout(&out));
+}
+
+/// Issue 12: every command handles a closed stdout quietly.
+#[test]
+fn a_closed_stdout_ends_output_quietly() {
+    let fx = Fixture::new();
+    for command in [
+        format!("{} check {GUEST_WASM}", wrun_bin().display()),
+        format!("{} check --json {GUEST_WASM}", wrun_bin().display()),
+        format!("{} doctor", wrun_bin().display()),
+        format!(
+            "{} policy check {}/../policies/default.toml",
+            wrun_bin().display(),
+            env!("CARGO_MANIFEST_DIR")
+        ),
+        format!(
+            "{} run --no-cache {GUEST_WASM} -- flood 1000000",
+            wrun_bin().display()
+        ),
+    ] {
+        let out = Command::new("bash")
+            .args([
+                "-c",
+                &format!("{command} | head -c 0; echo \"status ${{PIPESTATUS[0]}}\" >&2"),
+            ])
+            .current_dir(&fx.worktree)
+            .env("HOME", fx.worktree.parent().unwrap())
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert!(
+            !err.contains("panicked") && !err.contains("failed printing"),
+            "{command}: {err}"
+        );
+        assert!(!err.contains("status 101"), "{command}: {err}");
+    }
+}

@@ -172,13 +172,18 @@ pub enum Program {
 }
 
 /// The helper's standard input.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub enum Stdin {
     /// Closed: reads see end of file at once.
     #[default]
     Closed,
     /// These bytes, then end of file.
     Bytes(Arc<[u8]>),
+    /// Whatever this file, pipe or terminal gives, read as the helper reads it: a native helper
+    /// gets the descriptor itself, a wasm helper a stream that holds at most a small buffer.
+    /// It counts against the job's timeout like anything else the helper waits for, and a
+    /// helper that never reads it is not held up by it.
+    Stream(Arc<std::os::fd::OwnedFd>),
 }
 
 /// One helper run, fully resolved.
@@ -290,6 +295,12 @@ impl Job {
     /// Gives the helper these bytes on stdin.
     pub fn stdin(mut self, bytes: impl Into<Arc<[u8]>>) -> Self {
         self.stdin = Stdin::Bytes(bytes.into());
+        self
+    }
+
+    /// Gives the helper this file, pipe or terminal as stdin, streamed ([`Stdin::Stream`]).
+    pub fn stdin_stream(mut self, fd: std::os::fd::OwnedFd) -> Self {
+        self.stdin = Stdin::Stream(Arc::new(fd));
         self
     }
 

@@ -578,13 +578,18 @@ fn libc_sigsys() -> i32 {
 #[test]
 fn memory_in_tmpfs_counts_and_an_oom_kill_is_told() {
     let s = sandbox!();
-    // RLIMIT_AS does not see tmpfs pages; the run's memory cgroup does.
-    let mut limits = Limits::default().with_memory(ByteSize::mib(64));
-    limits.tmp_size = ByteSize::mib(512);
-    let out = run_native(s, sh("head -c 300M /dev/zero > /tmp/fill").limits(limits));
+    // RLIMIT_AS does not see tmpfs pages; the run's memory cgroup (memory + tmp_size) does:
+    // /tmp and /dev/shm both filled exceed it.
+    let limits = Limits::default()
+        .with_memory(ByteSize::mib(64))
+        .with_tmp_size(ByteSize::mib(256));
+    let out = run_native(
+        s,
+        sh("head -c 200M /dev/zero > /tmp/fill; head -c 200M /dev/zero > /dev/shm/fill").limits(limits),
+    );
     assert_eq!(out.status, Status::OutOfMemory, "{}", out.stderr.text());
     let peak = out.usage.peak_memory.expect("the memory cgroup reports a peak");
-    assert!(peak <= ByteSize::mib(64), "{peak}");
+    assert!(peak <= ByteSize::mib(64 + 256), "{peak}");
     // The kernel's first choice under memory pressure is the helper, never wrun or its
     // spawner (which share the memory cgroup with it).
     let out = run_native(s, sh("cat /proc/self/oom_score_adj"));
@@ -680,9 +685,13 @@ fn a_reused_spawner_starts_every_run_clean() {
         return;
     };
     // An OOM kill first: its count, its peak and its processes must not follow later runs.
-    let mut limits = Limits::default().with_memory(ByteSize::mib(64));
-    limits.tmp_size = ByteSize::mib(512);
-    let out = run_native(&s, sh("head -c 300M /dev/zero > /tmp/fill").limits(limits));
+    let limits = Limits::default()
+        .with_memory(ByteSize::mib(64))
+        .with_tmp_size(ByteSize::mib(256));
+    let out = run_native(
+        &s,
+        sh("head -c 200M /dev/zero > /tmp/fill; head -c 200M /dev/zero > /dev/shm/fill").limits(limits),
+    );
     assert_eq!(out.status, Status::OutOfMemory, "{}", out.stderr.text());
     // More runs than the pool holds spawners, under a process limit smaller than the number
     // of runs: anything left in a reused cgroup (a process, an unreaped zombie) would add up.
@@ -796,4 +805,24 @@ fn the_root_and_every_directory_bwrap_creates_are_read_only() {
         sh("touch /work/x && echo wrote").worktree(&fx.worktree, Access::ReadWrite),
     );
     assert!(out.stdout.text().contains("wrote"), "{}", out.stderr.text());
+}
+
+/// Issue 12: with the default limits, a helper filling /tmp gets ENOSPC, which it can report,
+/// not an out-of-memory kill: the memory cgroup holds memory and /tmp side by side.
+#[test]
+fn with_the_default_limits_a_full_tmp_is_enospc_not_an_oom_kill() {
+    let s = sandbox!();
+    let limits = Limits::default();
+    let fill = limits.tmp_size.bytes() + (16 << 20);
+    let out = run_native(
+        s,
+        sh(&format!("head -c {fill} /dev/zero > /tmp/fill; echo \"exit $?\"")).limits(limits),
+    );
+    assert_eq!(exited(&out), 0, "{:?} {}", out.status, out.stderr.text());
+    assert!(
+        out.stderr.text().contains("No space left"),
+        "{}",
+        out.stderr.text()
+    );
+    assert!(out.stdout.text().contains("exit 1"), "{}", out.stdout.text());
 }

@@ -1,5 +1,6 @@
 //! `wrun check HELPER.wasm`.
 
+use crate::cli::out::{note, say};
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -35,12 +36,12 @@ impl CheckCmd {
         let report = check::inspect(&bytes, provided)
             .map_err(|e| anyhow::anyhow!("{}: {e}", self.module.display()))?;
         if self.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            say!("{}", serde_json::to_string_pretty(&report)?)?;
         } else {
-            println!("module     {}", self.module.display());
-            println!("wasi       {}", report.wasi);
-            println!("size       {} bytes", report.size);
-            println!("sha256     {}", report.sha256);
+            say!("module     {}", self.module.display())?;
+            say!("wasi       {}", report.wasi)?;
+            say!("size       {} bytes", report.size)?;
+            say!("sha256     {}", report.sha256)?;
             let memories: Vec<String> = report
                 .memories
                 .iter()
@@ -49,15 +50,15 @@ impl CheckCmd {
                     None => format!("{min}.. pages"),
                 })
                 .collect();
-            println!(
+            say!(
                 "memory     {}",
                 if memories.is_empty() {
                     "none".into()
                 } else {
                     memories.join(", ")
                 }
-            );
-            println!("exports    {}", report.exports.join(", "));
+            )?;
+            say!("exports    {}", report.exports.join(", "))?;
             for cap in [
                 Capability::Args,
                 Capability::Filesystem,
@@ -74,12 +75,12 @@ impl CheckCmd {
                     .map(|i| i.name.as_str())
                     .collect();
                 if !names.is_empty() {
-                    println!("{:<10} {}", format!("{cap:?}").to_lowercase(), names.join(", "));
+                    say!("{:<10} {}", format!("{cap:?}").to_lowercase(), names.join(", "))?;
                 }
             }
         }
         for problem in &report.problems {
-            eprintln!("wrun: refused: {problem}");
+            note!("wrun: refused: {problem}");
         }
         Ok(if report.runnable {
             0

@@ -1,5 +1,6 @@
 //! `wrun doctor`: what this machine supports for native helpers.
 
+use crate::cli::out::say;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -21,7 +22,7 @@ impl DoctorCmd {
         let native = super::run::native_sandbox(self.sandbox, self.bwrap)?;
         let probe = native.probe().await;
         for (name, value) in native.report().await {
-            println!("{name:<46} {value}");
+            say!("{name:<46} {value}")?;
         }
         let verdict = match (native.config().mode, &probe) {
             (SandboxMode::Off, _) => "native helpers would run unsandboxed (mode off)",
@@ -33,7 +34,7 @@ impl DoctorCmd {
                 "native helpers would run unsandboxed (mode auto, sandbox unavailable)"
             }
         };
-        println!("{:<46} {verdict}", "verdict");
+        say!("{:<46} {verdict}", "verdict")?;
         Ok(match (native.config().mode, probe) {
             (SandboxMode::Require, Err(_)) => wrun_host::exit::REFUSED,
             _ => 0,

@@ -1,6 +1,7 @@
 //! `wrun helper NAME --repo DIR --base REMOTE/BRANCH [-- ARGS]` and `wrun explain` (the same
 //! resolution, printed instead of run).
 
+use crate::cli::out::{note, say};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -225,7 +226,7 @@ fn effective_mode(policy: SandboxMode) -> anyhow::Result<SandboxMode> {
         .parse()
         .map_err(|e| anyhow::anyhow!("HELPER_SANDBOX: {e}"))?;
     if rank(asked) < rank(policy) {
-        eprintln!(
+        note!(
             "wrun: warning: HELPER_SANDBOX={value} is looser than the policy's sandbox mode; the policy's holds"
         );
         return Ok(policy);
@@ -237,7 +238,7 @@ impl ExplainCmd {
     pub(crate) fn execute(self) -> anyhow::Result<u8> {
         let prepared = self.common.prepare()?;
         let plan = prepared.plan?;
-        println!("{}", serde_json::to_string_pretty(&plan.explain())?);
+        say!("{}", serde_json::to_string_pretty(&plan.explain())?)?;
         Ok(0)
     }
 }
@@ -288,7 +289,7 @@ impl HelperCmd {
             audit::append(log, &record)
                 .with_context(|| format!("writing the audit log {}", log.display()))?;
         }
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = crate::cli::out::Out;
         if self.json {
             serde_json::to_writer_pretty(&mut stdout, &outcome)?;
             writeln!(stdout)?;
@@ -297,7 +298,6 @@ impl HelperCmd {
                 .map_err(|e| anyhow::anyhow!("no randomness for the nonce: {e}"))?;
             stdout.write_all(untrusted::render(&plan.helper, &outcome, &nonce).as_bytes())?;
         } else {
-            drop(stdout);
             crate::cli::run::report(&outcome, false, limits.timeout)?;
         }
         if let Backend::Native {
@@ -306,7 +306,7 @@ impl HelperCmd {
         } = &outcome.backend
             && (self.json || self.for_model)
         {
-            eprintln!("wrun: warning: the helper ran unsandboxed: {reason}");
+            note!("wrun: warning: the helper ran unsandboxed: {reason}");
         }
         Ok(exit::for_status(&outcome.status))
     }

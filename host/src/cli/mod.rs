@@ -4,12 +4,14 @@
 mod check;
 mod doctor;
 mod helper;
+mod out;
 mod policy;
 mod run;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use out::note;
 use wrun_host::exit;
 
 /// Run code-review helpers against untrusted worktrees, sandboxed and limited.
@@ -56,7 +58,7 @@ impl Cli {
         let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(rt) => rt,
             Err(e) => {
-                eprintln!("wrun: error: cannot start the async runtime: {e}");
+                note!("wrun: error: cannot start the async runtime: {e}");
                 return ExitCode::from(exit::REFUSED);
             }
         };
@@ -73,7 +75,7 @@ impl Cli {
         match result {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
-                eprintln!("wrun: error: {e:#}");
+                note!("wrun: error: {e:#}");
                 ExitCode::from(exit::REFUSED)
             }
         }

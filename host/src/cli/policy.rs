@@ -1,5 +1,6 @@
 //! `wrun policy check FILE`.
 
+use crate::cli::out::say;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -25,7 +26,7 @@ impl PolicyCmd {
         match self.action {
             PolicyAction::Check { file } => {
                 let policy = Policy::load(&file)?;
-                println!("{}", serde_json::to_string_pretty(&policy)?);
+                say!("{}", serde_json::to_string_pretty(&policy)?)?;
                 Ok(0)
             }
         }

@@ -1,12 +1,15 @@
 //! `wrun run`: one helper, limits from flags, result as the helper's own streams or as JSON.
 
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use wrun_host::{ambient, exit, parse};
+
+use crate::cli::out::{ErrOut, Out, note};
 use wrun_runtime::{
     Access, ByteSize, Job, Limits, Mount, NativeConfig, NativeSandbox, Outcome, Runner, Sandbox, SandboxMode,
     Status, WasmConfig, WasmModule, WasmSandbox,
@@ -32,10 +35,15 @@ pub(crate) struct RunCmd {
 
     /// The worktree the helper inspects; it is the helper's working directory and appears at
     /// `/work`. Default: the current directory.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "no_worktree")]
     worktree: Option<PathBuf>,
 
-    /// Let the helper write to the worktree (read-only otherwise).
+    /// No worktree at all: the helper sees only the `--dir`s it is given (as `wasmtime run`).
+    #[arg(long, conflicts_with = "write")]
+    no_worktree: bool,
+
+    /// Let the helper write to the worktree (read-only otherwise). `.git`, `.ai` and nested
+    /// repositories stay read-only.
     #[arg(long)]
     write: bool,
 
@@ -48,29 +56,32 @@ pub(crate) struct RunCmd {
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
 
-    /// Feed this file to the helper's stdin (`-` for wrun's own stdin). Default: closed.
+    /// Stream this file to the helper's stdin (`-` for wrun's own stdin) as it reads it.
+    /// Default: closed.
     #[arg(long, value_name = "FILE")]
     stdin: Option<PathBuf>,
 
-    /// Wall-clock limit, e.g. 30s, 500ms, 2m.
-    #[arg(long, value_parser = parse::duration, default_value = "30s")]
-    timeout: Duration,
+    /// Wall-clock limit, e.g. 30s, 500ms, 2m. Default: 30s.
+    #[arg(long, value_parser = parse::duration)]
+    timeout: Option<Duration>,
 
-    /// Instruction budget (fuel units; roughly 10 billion per CPU-second). Default: unmetered.
+    /// wasm: instruction budget (fuel units; roughly 10 billion per CPU-second). Default:
+    /// unmetered.
     #[arg(long)]
     fuel: Option<u64>,
 
-    /// Linear memory limit, e.g. 256MiB.
-    #[arg(long, default_value = "256MiB")]
-    memory: ByteSize,
+    /// Memory: a wasm helper's linear memory, a native helper's address space (and, with its
+    /// /tmp, its memory cgroup). Default: 256MiB.
+    #[arg(long)]
+    memory: Option<ByteSize>,
 
-    /// Bytes of stdout kept (head and tail; the middle is cut). At most 10MiB.
-    #[arg(long, default_value = "1MiB")]
-    stdout_cap: ByteSize,
+    /// Bytes of stdout kept (head and tail; the middle is cut). At most 10MiB. Default: 1MiB.
+    #[arg(long)]
+    stdout_cap: Option<ByteSize>,
 
-    /// Bytes of stderr kept (head and tail; the middle is cut). At most 10MiB.
-    #[arg(long, default_value = "256KiB")]
-    stderr_cap: ByteSize,
+    /// Bytes of stderr kept (head and tail; the middle is cut). At most 10MiB. Default: 256KiB.
+    #[arg(long)]
+    stderr_cap: Option<ByteSize>,
 
     /// Native helpers: require | auto | off. Default: $HELPER_SANDBOX, else auto.
     #[arg(long, value_name = "MODE")]
@@ -81,17 +92,25 @@ pub(crate) struct RunCmd {
     #[arg(long = "ro-bind", value_name = "HOST[::GUEST]", value_parser = parse::ro_bind)]
     ro_binds: Vec<Mount>,
 
-    /// Native helpers: CPU-time limit per process (whole seconds), e.g. 10s.
+    /// Native helpers: CPU-time limit per process (whole seconds), e.g. 10s. Default: none.
     #[arg(long, value_parser = parse::duration)]
     cpu: Option<Duration>,
 
-    /// Native helpers: largest file the helper may write, e.g. 100MiB.
-    #[arg(long, default_value = "1GiB")]
-    max_file_size: ByteSize,
+    /// Native helpers: largest file the helper may write, e.g. 100MiB. Default: 1GiB.
+    #[arg(long)]
+    max_file_size: Option<ByteSize>,
 
-    /// Native helpers: processes and threads.
-    #[arg(long, default_value_t = 256)]
-    max_processes: u32,
+    /// Native helpers: processes and threads. Default: 256.
+    #[arg(long)]
+    max_processes: Option<u32>,
+
+    /// Native helpers: open files per process. Default: 1024.
+    #[arg(long)]
+    max_open_files: Option<u32>,
+
+    /// Native helpers: size of the private /tmp (and of /dev/shm). Default: 256MiB.
+    #[arg(long)]
+    tmp_size: Option<ByteSize>,
 
     /// Native helpers: absolute path of bwrap. Default: found on PATH.
     #[arg(long, value_name = "PATH")]
@@ -103,8 +122,8 @@ pub(crate) struct RunCmd {
     format: Format,
 
     /// The pull request's changed files, handed to the helper on stdin as the wrun-guest
-    /// changed-file list: a file with one path per line (`git diff --name-only`), or already in
-    /// the JSON form.
+    /// changed-file list: a file (`-` for wrun's stdin) with one path per line
+    /// (`git diff --name-only`), or already in the JSON form.
     #[arg(long, value_name = "FILE", conflicts_with = "stdin")]
     changed_files: Option<PathBuf>,
 
@@ -121,37 +140,99 @@ pub(crate) struct RunCmd {
     cache_dir: Option<PathBuf>,
 }
 
+/// The most bytes of a changed-file list read from a file or stdin.
+const MAX_CHANGED_FILES: u64 = 8 << 20;
+
+/// The least memory a native helper can start with: bubblewrap itself maps about this much.
+const NATIVE_MEMORY_FLOOR: ByteSize = ByteSize::mib(4);
+
 impl RunCmd {
-    pub(crate) async fn execute(self) -> anyhow::Result<u8> {
-        let limits = Limits::default()
-            .with_timeout(self.timeout)
-            .with_memory(self.memory)
-            .with_stdout_cap(self.stdout_cap)
-            .with_stderr_cap(self.stderr_cap);
-        let mut limits = match self.fuel {
-            Some(fuel) => limits.with_fuel(fuel),
-            None => limits,
+    /// Flags that apply to one kind of helper, given for the other, are refused.
+    fn check_flags(&self, wasm: bool) -> anyhow::Result<()> {
+        let native_only = [
+            ("--sandbox", self.sandbox.is_some()),
+            ("--ro-bind", !self.ro_binds.is_empty()),
+            ("--cpu", self.cpu.is_some()),
+            ("--max-file-size", self.max_file_size.is_some()),
+            ("--max-processes", self.max_processes.is_some()),
+            ("--max-open-files", self.max_open_files.is_some()),
+            ("--tmp-size", self.tmp_size.is_some()),
+            ("--bwrap", self.bwrap.is_some()),
+        ];
+        if wasm {
+            if let Some((flag, _)) = native_only.iter().find(|(_, given)| *given) {
+                bail!(
+                    "{flag} applies to native helpers only; {} is a wasm module (its CPU is bounded by --fuel and --timeout, its files by --dir)",
+                    self.program.display()
+                );
+            }
+        } else if self.fuel.is_some() {
+            bail!("--fuel applies to wasm helpers only; bound a native helper's CPU with --cpu");
+        } else if self.no_worktree {
+            bail!("--no-worktree applies to wasm helpers only");
         }
-        .with_max_file_size(self.max_file_size)
-        .with_max_processes(self.max_processes);
-        if let Some(cpu) = self.cpu {
-            limits = limits.with_cpu(cpu);
+        Ok(())
+    }
+
+    fn limits(&self) -> anyhow::Result<Limits> {
+        let mut limits = Limits::default();
+        if let Some(v) = self.timeout {
+            limits = limits.with_timeout(v);
+        }
+        if let Some(v) = self.fuel {
+            limits = limits.with_fuel(v);
+        }
+        if let Some(v) = self.memory {
+            limits = limits.with_memory(v);
+        }
+        if let Some(v) = self.stdout_cap {
+            limits = limits.with_stdout_cap(v);
+        }
+        if let Some(v) = self.stderr_cap {
+            limits = limits.with_stderr_cap(v);
+        }
+        if let Some(v) = self.cpu {
+            limits = limits.with_cpu(v);
+        }
+        if let Some(v) = self.max_file_size {
+            limits = limits.with_max_file_size(v);
+        }
+        if let Some(v) = self.max_processes {
+            limits = limits.with_max_processes(v);
+        }
+        if let Some(v) = self.max_open_files {
+            limits = limits.with_max_open_files(v);
+        }
+        if let Some(v) = self.tmp_size {
+            limits = limits.with_tmp_size(v);
         }
         limits.validate()?;
+        Ok(limits)
+    }
 
-        let cache_dir = match (self.no_cache, self.cache_dir) {
+    pub(crate) async fn execute(self) -> anyhow::Result<u8> {
+        let wasm = is_wasm(&self.program);
+        self.check_flags(wasm)?;
+        let limits = self.limits()?;
+        if !wasm && limits.memory < NATIVE_MEMORY_FLOOR {
+            bail!(
+                "--memory {} is too small to start a native helper (bubblewrap alone needs about {NATIVE_MEMORY_FLOOR}); give it at least that",
+                limits.memory
+            );
+        }
+        let cache_dir = match (self.no_cache, &self.cache_dir) {
             (true, _) => None,
-            (false, Some(dir)) => Some(dir),
+            (false, Some(dir)) => Some(dir.clone()),
             (false, None) => ambient::default_cache_dir(),
         };
         let mut config = WasmConfig::default();
         config.cache_dir = cache_dir;
         let max_module = config.max_module_size.bytes();
-        let native = native_sandbox(self.sandbox, self.bwrap)?;
+        let native = native_sandbox(self.sandbox, self.bwrap.clone())?;
         let runner = Runner::new(WasmSandbox::new(config)?, Some(native));
 
-        let worktree = match self.worktree {
-            Some(dir) => dir,
+        let worktree = match &self.worktree {
+            Some(dir) => dir.clone(),
             None => {
                 std::env::current_dir().context("cannot determine the current directory; pass --worktree")?
             }
@@ -161,22 +242,25 @@ impl RunCmd {
         } else {
             Access::ReadOnly
         };
-        let job = if is_wasm(&self.program) {
-            Job::wasm(WasmModule::from_file(&self.program, max_module)?)
+        let job = if wasm {
+            let module = WasmModule::from_file(&self.program, max_module)?;
+            check_module_memory(&module, limits.memory, &self.program)?;
+            Job::wasm(module)
         } else {
-            Job::native(native_program(&self.program, &worktree)?)
+            let binds: Vec<&Mount> = self.ro_binds.iter().chain(&self.dirs).collect();
+            Job::native(native_program(&self.program, &worktree, &binds)?)
         };
-        let mut mount = Mount::new(&worktree, wrun_runtime::job::DEFAULT_WORKTREE_GUEST, access);
-        if access == Access::ReadWrite {
-            // `.git`, `.ai` and nested repositories stay read-only in a writable worktree.
-            mount = mount.protect(wrun_host::protect::protected_paths(&worktree)?);
+        let mut job = job.args(self.args.clone()).limits(limits.clone());
+        if !self.no_worktree {
+            let mut mount = Mount::new(&worktree, wrun_runtime::job::DEFAULT_WORKTREE_GUEST, access);
+            if access == Access::ReadWrite {
+                // `.git`, `.ai` and nested repositories stay read-only in a writable worktree.
+                mount = mount.protect(wrun_host::protect::protected_paths(&worktree)?);
+            }
+            job = job.worktree_mount(mount);
         }
-        let mut job = job.args(self.args).worktree_mount(mount).limits(limits);
-        for mount in self.dirs {
-            job = job.dir(mount);
-        }
-        for mount in self.ro_binds {
-            job = job.dir(mount);
+        for mount in self.dirs.iter().chain(&self.ro_binds) {
+            job = job.dir(mount.clone());
         }
         for spec in &self.env {
             job = match spec.split_once('=') {
@@ -189,20 +273,28 @@ impl RunCmd {
                 },
             };
         }
+        let stdin_used = matches!(self.stdin.as_deref(), Some(p) if p.as_os_str() == "-")
+            || matches!(self.changed_files.as_deref(), Some(p) if p.as_os_str() == "-");
         if let Some(path) = &self.stdin {
-            let mut bytes = Vec::new();
-            if path.as_os_str() == "-" {
+            let fd: std::os::fd::OwnedFd = if path.as_os_str() == "-" {
                 std::io::stdin()
-                    .read_to_end(&mut bytes)
-                    .context("reading wrun's stdin")?;
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .context("using wrun's stdin")?
             } else {
-                bytes = std::fs::read(path).with_context(|| format!("reading --stdin {}", path.display()))?;
-            }
-            job = job.stdin(bytes);
+                std::fs::File::open(path)
+                    .with_context(|| format!("opening --stdin {}", path.display()))?
+                    .into()
+            };
+            job = job.stdin_stream(fd);
         }
-
         if let Some(path) = &self.changed_files {
-            job = job.stdin(changed_files(path)?);
+            job = job.stdin(changed_files(path, limits.timeout).await?);
+        }
+        if !stdin_used && stdin_has_input() {
+            note!(
+                "wrun: note: wrun's stdin is not passed to the helper; give --stdin - (or --changed-files - for a changed-file list)"
+            );
         }
         let tool = self
             .program
@@ -210,7 +302,7 @@ impl RunCmd {
             .map_or_else(|| "helper".to_owned(), |s| s.to_string_lossy().into_owned());
         let outcome = runner.run(job).await?;
         match self.format {
-            Format::Raw => report(&outcome, self.json, self.timeout)?,
+            Format::Raw => report(&outcome, self.json, limits.timeout)?,
             Format::Text | Format::Sarif => {
                 let parsed = wrun_host::findings::parse(&outcome.stdout);
                 let rendered = if self.format == Format::Text {
@@ -225,12 +317,44 @@ impl RunCmd {
                 };
                 let mut quiet = outcome.clone();
                 quiet.stdout = wrun_runtime::Captured::empty();
-                report(&quiet, false, self.timeout)?;
-                std::io::stdout().write_all(rendered.as_bytes())?;
+                report(&quiet, false, limits.timeout)?;
+                Out.write_all(rendered.as_bytes())?;
             }
         }
         Ok(exit::for_status(&outcome.status))
     }
+}
+
+/// Refuses a memory limit below what the module declares it starts with.
+fn check_module_memory(module: &WasmModule, memory: ByteSize, path: &std::path::Path) -> anyhow::Result<()> {
+    let Ok(report) = wrun_host::check::inspect(module.bytes(), |_| true) else {
+        // A malformed module is refused by the runtime with its own reason.
+        return Ok(());
+    };
+    let declared: u64 = report
+        .memories
+        .iter()
+        .map(|(initial, _)| initial.saturating_mul(64 << 10))
+        .sum();
+    if declared > memory.bytes() {
+        bail!(
+            "{} declares {} of initial linear memory, more than --memory {memory}; give it at least that",
+            path.display(),
+            ByteSize(declared)
+        );
+    }
+    Ok(())
+}
+
+/// Whether wrun's stdin holds input a user may have meant for the helper: a pipe, a socket or
+/// a non-empty file (not a terminal, not /dev/null).
+fn stdin_has_input() -> bool {
+    use nix::sys::stat::SFlag;
+    let Ok(st) = nix::sys::stat::fstat(std::io::stdin()) else {
+        return false;
+    };
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    kind == SFlag::S_IFIFO || kind == SFlag::S_IFSOCK || (kind == SFlag::S_IFREG && st.st_size > 0)
 }
 
 /// The native backend as the flags and `HELPER_SANDBOX` configure it.
@@ -266,28 +390,143 @@ fn is_wasm(path: &std::path::Path) -> bool {
         && &magic == b"\0asm"
 }
 
-/// The absolute path a native program has inside the sandbox: a program inside the worktree
-/// is seen under `/work`; a bare name is looked up on wrun's PATH; anything else is made
-/// absolute and must be visible in the sandbox (under `/usr` or a bound directory).
-fn native_program(program: &std::path::Path, worktree: &std::path::Path) -> anyhow::Result<PathBuf> {
+/// The absolute path a native program has inside the sandbox, checked before anything runs:
+/// a bare name is looked up on wrun's PATH; a path under a bind's guest path (`/opt/tools/bin/ruff`
+/// with `--ro-bind ~/.venvs/tools::/opt/tools`) is looked for in that bind; a path inside the
+/// worktree is seen under `/work`; anything else must be visible in the sandbox (under `/usr`
+/// or a bound directory). The program must be a regular executable file, and a script's
+/// interpreter (`#!…`) must be visible in the sandbox too: otherwise it could not start, and
+/// the helper's exit code would look like a finding.
+fn native_program(
+    program: &std::path::Path,
+    worktree: &std::path::Path,
+    binds: &[&Mount],
+) -> anyhow::Result<PathBuf> {
     let as_str = program.to_string_lossy();
-    if !as_str.contains('/') {
-        return ambient::which(&as_str).with_context(|| format!("{as_str}: not found on PATH"));
-    }
-    let absolute =
-        std::fs::canonicalize(program).with_context(|| format!("cannot find {}", program.display()))?;
+    let guest_root = std::path::Path::new(wrun_runtime::job::DEFAULT_WORKTREE_GUEST);
     let worktree = std::fs::canonicalize(worktree)
         .with_context(|| format!("cannot open worktree {}", worktree.display()))?;
-    Ok(match absolute.strip_prefix(&worktree) {
-        Ok(rel) => std::path::Path::new(wrun_runtime::job::DEFAULT_WORKTREE_GUEST).join(rel),
-        Err(_) => absolute,
-    })
+    // Where a sandbox path lies on the host.
+    let on_host = |guest: &std::path::Path| -> PathBuf {
+        if let Ok(rel) = guest.strip_prefix(guest_root) {
+            return worktree.join(rel);
+        }
+        for bind in binds {
+            if let Ok(rel) = guest.strip_prefix(&bind.guest) {
+                return bind.host.join(rel);
+            }
+        }
+        guest.to_owned()
+    };
+    let (guest, host) = if !as_str.contains('/') {
+        let found = ambient::which(&as_str).with_context(|| format!("{as_str}: not found on PATH"))?;
+        (found.clone(), found)
+    } else if program.is_absolute() && binds.iter().any(|b| program.starts_with(&b.guest)) {
+        (program.to_owned(), on_host(program))
+    } else {
+        let absolute = std::fs::canonicalize(program).with_context(|| {
+            format!(
+                "cannot find {} (a program inside a --ro-bind is named by its guest path)",
+                program.display()
+            )
+        })?;
+        match absolute.strip_prefix(&worktree) {
+            Ok(rel) => (guest_root.join(rel), absolute.clone()),
+            Err(_) => (absolute.clone(), absolute),
+        }
+    };
+    let visible = |guest: &std::path::Path| -> bool {
+        let host = on_host(guest);
+        let in_sandbox = guest.starts_with("/usr")
+            || ["/bin", "/sbin", "/lib", "/lib64"]
+                .iter()
+                .any(|d| guest.starts_with(d))
+            || guest.starts_with(guest_root)
+            || binds.iter().any(|b| guest.starts_with(&b.guest));
+        in_sandbox && host.exists()
+    };
+    let meta = std::fs::metadata(&host)
+        .with_context(|| format!("cannot find {} ({})", guest.display(), host.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    if meta.is_dir() {
+        bail!("{} is a directory, not a program", guest.display());
+    }
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        bail!(
+            "{} is not an executable file (chmod +x it, or run it through its interpreter)",
+            guest.display()
+        );
+    }
+    if !visible(&guest) {
+        bail!(
+            "{} is not inside the sandbox (only /usr, the worktree and bound directories are); bind its directory with --ro-bind",
+            guest.display()
+        );
+    }
+    if let Some(interpreter) = shebang(&host) {
+        let (path, arg) = interpreter;
+        let interp = std::path::Path::new(&path);
+        if !visible(interp) {
+            let prefix = interp.ancestors().nth(2).unwrap_or(interp);
+            bail!(
+                "{}'s interpreter {} is not inside the sandbox; bind its prefix read-only (--ro-bind {}) or use one under /usr",
+                guest.display(),
+                interp.display(),
+                prefix.display()
+            );
+        }
+        if interp.file_name().is_some_and(|n| n == "env")
+            && let Some(name) = arg.filter(|a| !a.starts_with('-'))
+            && !["/usr/local/bin", "/usr/bin", "/bin"]
+                .iter()
+                .any(|d| std::path::Path::new(d).join(&name).exists())
+        {
+            bail!(
+                "{}'s interpreter `{name}` (through env) is not on the sandbox's PATH (/usr/local/bin:/usr/bin:/bin); name an interpreter that is, or bind one and name it by its path",
+                guest.display()
+            );
+        }
+    }
+    Ok(guest)
 }
 
-/// The changed-file list for the helper's stdin: JSON as given, or one path per line converted.
-fn changed_files(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading --changed-files {}", path.display()))?;
+/// A script's `#!` line: the interpreter and its first argument.
+fn shebang(path: &std::path::Path) -> Option<(String, Option<String>)> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
+    let line = head.get(..n)?.strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    Some((words.next()?.to_owned(), words.next().map(str::to_owned)))
+}
+
+/// The changed-file list for the helper's stdin, from a file or `-` (wrun's stdin, read within
+/// the job's timeout and at most 8 MiB): JSON as given, or one path per line converted.
+async fn changed_files(path: &std::path::Path, timeout: Duration) -> anyhow::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut bytes = Vec::new();
+    if path.as_os_str() == "-" {
+        let mut stdin = tokio::io::stdin().take(MAX_CHANGED_FILES + 1);
+        tokio::time::timeout(timeout, stdin.read_to_end(&mut bytes))
+            .await
+            .map_err(|_| anyhow::anyhow!("--changed-files -: stdin did not end within the timeout"))?
+            .context("reading the changed-file list from stdin")?;
+    } else {
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_CHANGED_FILES + 1).read_to_end(&mut bytes))
+            .with_context(|| format!("reading --changed-files {}", path.display()))?;
+    }
+    anyhow::ensure!(
+        bytes.len() as u64 <= MAX_CHANGED_FILES,
+        "--changed-files {}: larger than {} bytes",
+        path.display(),
+        MAX_CHANGED_FILES
+    );
+    let text =
+        String::from_utf8(bytes).with_context(|| format!("--changed-files {}: not UTF-8", path.display()))?;
     if text.trim_start().starts_with('{') {
         wrun_guest::Changes::parse(text.as_bytes())
             .map_err(|e| anyhow::anyhow!("--changed-files {}: {e}", path.display()))?;
@@ -309,7 +548,7 @@ fn changed_files(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
 /// Writes the outcome: as JSON, or as the helper's own streams plus a diagnostic line on
 /// stderr when the helper did not simply exit.
 pub(crate) fn report(outcome: &Outcome, json: bool, timeout: Duration) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = Out;
     if json {
         serde_json::to_writer_pretty(&mut stdout, outcome)?;
         writeln!(stdout)?;
@@ -317,7 +556,7 @@ pub(crate) fn report(outcome: &Outcome, json: bool, timeout: Duration) -> anyhow
     }
     stdout.write_all(&outcome.stdout.rendered)?;
     stdout.flush()?;
-    let mut stderr = std::io::stderr().lock();
+    let mut stderr = ErrOut;
     stderr.write_all(&outcome.stderr.rendered)?;
     for dropped in &outcome.env_dropped {
         writeln!(

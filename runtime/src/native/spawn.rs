@@ -103,7 +103,7 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     .map_err(spawn_err(&format!("preparing {}", launch.program.display())))?;
 
     // The child's ends of its standard streams (and the seccomp program, its fd 3).
-    let (stdin_child, stdin_parent) = match launch.job.stdin {
+    let (stdin_child, stdin_parent) = match &launch.job.stdin {
         Stdin::Closed => (
             OwnedFd::from(std::fs::File::open("/dev/null").map_err(spawn_err("opening /dev/null"))?),
             None,
@@ -112,6 +112,8 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
             let (read, write) = pipe().map_err(spawn_err("creating the stdin pipe"))?;
             (read, Some(write))
         }
+        // The helper reads the file or pipe itself: nothing passes through wrun.
+        Stdin::Stream(fd) => (fd.try_clone().map_err(spawn_err("passing stdin"))?, None),
     };
     let (stdout_parent, stdout_child) = pipe().map_err(spawn_err("creating the stdout pipe"))?;
     let (stderr_parent, stderr_child) = pipe().map_err(spawn_err("creating the stderr pipe"))?;
@@ -122,9 +124,18 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     let mut fds = vec![stdin_child.as_fd(), stdout_child.as_fd(), stderr_child.as_fd()];
     fds.extend(seccomp_fd.as_ref().map(AsFd::as_fd));
 
+    // The memory cgroup holds the helper's own memory and, in the sandbox, its /tmp (tmpfs
+    // pages count there): memory + tmp_size, so that filling /tmp ends in ENOSPC, which a
+    // tool can report, rather than in an out-of-memory kill. RLIMIT_AS still bounds each
+    // process to `memory`.
+    let cgroup_memory = if launch.sandboxed {
+        limits.memory.bytes().saturating_add(limits.tmp_size.bytes())
+    } else {
+        limits.memory.bytes()
+    };
     let mut lease = launch
         .pool
-        .lease(limits.max_processes, limits.memory.bytes())
+        .lease(limits.max_processes, cgroup_memory)
         .await
         .map_err(spawn_err("preparing a process"))?;
     lease

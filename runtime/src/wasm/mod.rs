@@ -311,8 +311,18 @@ impl Execution {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
-        if let Stdin::Bytes(bytes) = &self.stdin {
-            wasi.stdin(MemoryInputPipe::new(bytes::Bytes::copy_from_slice(bytes)));
+        match &self.stdin {
+            Stdin::Closed => {}
+            Stdin::Bytes(bytes) => {
+                wasi.stdin(MemoryInputPipe::new(bytes::Bytes::copy_from_slice(bytes)));
+            }
+            Stdin::Stream(fd) => {
+                let reader = self::stdio::stream_reader(fd).map_err(|source| Error::Spawn {
+                    what: "reading stdin".into(),
+                    source,
+                })?;
+                wasi.stdin(wasmtime_wasi::cli::AsyncStdinStream::new(reader));
+            }
         }
         for mount in &self.mounts {
             let perms = match mount.access {

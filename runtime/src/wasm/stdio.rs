@@ -68,3 +68,64 @@ impl AsyncWrite for CaptureStream {
         Poll::Ready(Ok(()))
     }
 }
+
+/// A reader of a stream stdin ([`crate::Stdin::Stream`]) for a wasm guest: a regular file is read
+/// as a file; a pipe or terminal is opened afresh (its own open file description, so that
+/// making it non-blocking changes nothing for the process that handed it over) and read as the
+/// reactor says it is ready. Must be called inside the runtime that will poll it.
+pub(crate) fn stream_reader(
+    fd: &std::os::fd::OwnedFd,
+) -> std::io::Result<Box<dyn tokio::io::AsyncRead + Send + Sync + Unpin>> {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::{Mode, SFlag};
+    use std::os::fd::AsRawFd;
+    let kind = nix::sys::stat::fstat(fd).map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT)?;
+    if kind == SFlag::S_IFREG {
+        let file = std::fs::File::from(fd.try_clone()?);
+        return Ok(Box::new(tokio::fs::File::from_std(file)));
+    }
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let own = match nix::fcntl::open(path.as_str(), flags, Mode::empty()) {
+        Ok(own) => own,
+        // A socket cannot be opened again: its descriptor is made non-blocking as it is.
+        Err(_) => {
+            let dup = fd.try_clone()?;
+            let current = nix::fcntl::fcntl(&dup, nix::fcntl::FcntlArg::F_GETFL)?;
+            let nonblocking = OFlag::from_bits_truncate(current) | OFlag::O_NONBLOCK;
+            nix::fcntl::fcntl(&dup, nix::fcntl::FcntlArg::F_SETFL(nonblocking))?;
+            dup
+        }
+    };
+    Ok(Box::new(FdReader(crate::sys::watch_fd(own)?)))
+}
+
+/// Non-blocking reads of a descriptor registered with the reactor.
+struct FdReader(tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>);
+
+impl tokio::io::AsyncRead for FdReader {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        loop {
+            let mut guard = match self.0.poll_read_ready(cx) {
+                Poll::Ready(Ok(guard)) => guard,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            let unfilled = buf.initialize_unfilled();
+            match guard
+                .try_io(|inner| nix::unistd::read(inner.get_ref(), unfilled).map_err(std::io::Error::from))
+            {
+                Ok(Ok(n)) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}

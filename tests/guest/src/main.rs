@@ -39,6 +39,7 @@ fn main() -> ExitCode {
                 let _ = std::io::stdout().write_all(&buf);
             })
         }
+        ("cat", []) => std::io::copy(&mut std::io::stdin(), &mut std::io::stdout()).map(drop),
         ("read", [path]) => std::fs::read(path).map(|b| {
             let _ = std::io::stdout().write_all(&b);
         }),
