@@ -257,11 +257,7 @@ impl Policy {
                 file.version
             )));
         }
-        let hard = Limits::default()
-            .with_timeout(wrun_runtime::limits::TIMEOUT_CEILING)
-            .with_memory(wrun_runtime::limits::MEMORY_CEILING)
-            .with_stdout_cap(wrun_runtime::limits::OUTPUT_CAP_CEILING)
-            .with_stderr_cap(wrun_runtime::limits::OUTPUT_CAP_CEILING);
+        let hard = Limits::ceilings();
         let ceilings = apply(&hard, &file.ceilings).map_err(|e| invalid(format!("[ceilings] {e}")))?;
         ceilings
             .validate()
@@ -525,6 +521,20 @@ mod tests {
                 ("PYTHONPATH".into(), "/opt/lib".into())
             ]
         );
+    }
+
+    #[test]
+    fn without_ceilings_a_policy_has_wruns_own() {
+        let p = parse("version = 1\nsandbox = \"auto\"\n").expect("valid");
+        assert_eq!(p.ceilings, Limits::ceilings());
+        assert_eq!(p.ceilings.max_processes, 4096);
+        let asks = LimitsSpec {
+            max_processes: Some(4096),
+            tmp_size: Some("4GiB".into()),
+            max_open_files: Some(65536),
+            ..LimitsSpec::default()
+        };
+        assert!(p.limits_for(&asks).is_ok());
     }
 
     #[test]

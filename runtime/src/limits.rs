@@ -104,6 +104,18 @@ pub const MEMORY_CEILING: ByteSize = ByteSize::gib(4);
 /// anyway; a bound here keeps a mistyped `--timeout` from parking a worker for days.
 pub const TIMEOUT_CEILING: Duration = Duration::from_secs(60 * 60);
 
+/// Largest file a native helper may ever be allowed to write.
+pub const MAX_FILE_SIZE_CEILING: ByteSize = ByteSize::gib(64);
+
+/// Largest `/tmp` a native helper may ever get (it is memory: tmpfs).
+pub const TMP_SIZE_CEILING: ByteSize = ByteSize::gib(4);
+
+/// Most processes a native helper may ever get.
+pub const MAX_PROCESSES_CEILING: u32 = 4096;
+
+/// Most open files per native process.
+pub const MAX_OPEN_FILES_CEILING: u32 = 65536;
+
 /// The limits one job runs under. Every field is enforced by every backend that can run the
 /// job; see each field for the mechanism.
 ///
@@ -276,11 +288,29 @@ impl Limits {
                 });
             }
         }
-        check("max file size", self.max_file_size, ByteSize::gib(64))?;
-        check("tmp size", self.tmp_size, ByteSize::gib(4))?;
-        check("max processes", self.max_processes, 4096)?;
-        check("max open files", self.max_open_files, 65536)?;
+        check("max file size", self.max_file_size, MAX_FILE_SIZE_CEILING)?;
+        check("tmp size", self.tmp_size, TMP_SIZE_CEILING)?;
+        check("max processes", self.max_processes, MAX_PROCESSES_CEILING)?;
+        check("max open files", self.max_open_files, MAX_OPEN_FILES_CEILING)?;
         Ok(())
+    }
+
+    /// wrun's hard ceilings, as limits: the most any job may have, whatever the policy (a
+    /// policy's `[ceilings]` start here). Fuel and CPU have none (unmetered is allowed; a
+    /// metered run is still bounded by [`TIMEOUT_CEILING`]).
+    pub fn ceilings() -> Self {
+        Self {
+            timeout: TIMEOUT_CEILING,
+            fuel: None,
+            memory: MEMORY_CEILING,
+            stdout_cap: OUTPUT_CAP_CEILING,
+            stderr_cap: OUTPUT_CAP_CEILING,
+            cpu: None,
+            max_file_size: MAX_FILE_SIZE_CEILING,
+            max_processes: MAX_PROCESSES_CEILING,
+            max_open_files: MAX_OPEN_FILES_CEILING,
+            tmp_size: TMP_SIZE_CEILING,
+        }
     }
 }
 

@@ -213,6 +213,24 @@ fn many_helpers_run_at_once_with_the_pooling_allocator() {
     }
 }
 
+/// Issue 12: a pool with fewer slots than concurrent runs would fail the excess runs as if the
+/// helper trapped; it is refused when the sandbox is made.
+#[test]
+fn a_pool_smaller_than_the_concurrency_is_refused_up_front() {
+    let mut config = WasmConfig::default();
+    config.allocator = Allocator::Pooling { instances: 4 };
+    config.max_concurrent = 8;
+    let e = WasmSandbox::new(config).expect_err("refused").to_string();
+    assert!(
+        e.contains("4 instance slots") && e.contains("max_concurrent is 8"),
+        "{e}"
+    );
+    let mut config = WasmConfig::default();
+    config.allocator = Allocator::Pooling { instances: 8 };
+    config.max_concurrent = 8;
+    assert!(WasmSandbox::new(config).is_ok());
+}
+
 #[test]
 fn precompiling_makes_the_first_run_warm() {
     let sandbox = WasmSandbox::new(WasmConfig::default()).unwrap();

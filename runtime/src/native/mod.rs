@@ -232,10 +232,14 @@ impl NativeSandbox {
             ),
             (
                 "landlock",
-                if lsm.split(',').any(|m| m == "landlock") {
-                    "available (not used)".into()
-                } else {
-                    "unavailable".into()
+                match crate::sys::landlock::abi() {
+                    Some(abi) => format!(
+                        "available (ABI {abi}): keeps protected paths of writable worktrees read-only for wasm helpers"
+                    ),
+                    None if lsm.split(',').any(|m| m == "landlock") => {
+                        "listed in the LSMs but refused to this process (a container's seccomp profile?): writable wasm runs with protected paths are refused".into()
+                    }
+                    None => "unavailable: writable wasm runs with protected paths are refused".into(),
                 },
             ),
             ("running as", format!("uid {}", nix::unistd::geteuid())),

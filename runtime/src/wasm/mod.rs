@@ -167,6 +167,14 @@ impl WasmSandbox {
         if config.max_concurrent == 0 {
             return Err(Error::Engine("max_concurrent must be greater than zero".into()));
         }
+        if let Allocator::Pooling { instances } = config.allocator
+            && instances < config.max_concurrent
+        {
+            return Err(Error::Engine(format!(
+                "the pooling allocator has {instances} instance slots but max_concurrent is {}: the runs beyond {instances} would fail; give it at least as many slots as concurrent runs",
+                config.max_concurrent
+            )));
+        }
         let permits = Semaphore::new(config.max_concurrent as usize);
         Ok(Self {
             config,
