@@ -107,6 +107,102 @@ impl Finding {
     }
 }
 
+/// What a helper says about itself, once, before its findings: one JSON line
+/// `{"wrun_tool":1,"name":…,"version":…,"information_uri":…}`. Reports (SARIF) name the tool
+/// and its version from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    /// Schema version: always [`SCHEMA_VERSION`] when written by this crate.
+    pub wrun_tool: u32,
+    /// The tool's name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Where to read about it (an absolute URI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub information_uri: Option<String>,
+}
+
+impl ToolInfo {
+    /// A tool with a name and version.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            wrun_tool: SCHEMA_VERSION,
+            name: name.into(),
+            version: version.into(),
+            information_uri: None,
+        }
+    }
+
+    /// Sets where to read about it.
+    pub fn with_information_uri(mut self, uri: impl Into<String>) -> Self {
+        self.information_uri = Some(uri.into());
+        self
+    }
+}
+
+/// What a helper says about one of its rules, before findings of it: one JSON line
+/// `{"wrun_rule":1,"id":…,"short":…,"full":…,"help":…}`. Code-scanning services (GitHub's)
+/// require the short and full descriptions and the help text of every rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleInfo {
+    /// Schema version: always [`SCHEMA_VERSION`] when written by this crate.
+    pub wrun_rule: u32,
+    /// The rule's id, as findings name it.
+    pub id: String,
+    /// One line: what it finds.
+    pub short: String,
+    /// A paragraph: what it finds and why it matters.
+    pub full: String,
+    /// What to do about a finding (plain text; Markdown in `help_markdown`).
+    pub help: String,
+    /// The same help as Markdown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub help_markdown: Option<String>,
+    /// Where to read more (an absolute URI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub help_uri: Option<String>,
+    /// The severity its findings usually have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_severity: Option<Severity>,
+}
+
+impl RuleInfo {
+    /// A rule with its descriptions and help.
+    pub fn new(
+        id: impl Into<String>,
+        short: impl Into<String>,
+        full: impl Into<String>,
+        help: impl Into<String>,
+    ) -> Self {
+        Self {
+            wrun_rule: SCHEMA_VERSION,
+            id: id.into(),
+            short: short.into(),
+            full: full.into(),
+            help: help.into(),
+            help_markdown: None,
+            help_uri: None,
+            default_severity: None,
+        }
+    }
+
+    /// Sets the severity its findings usually have.
+    pub fn with_default_severity(mut self, severity: Severity) -> Self {
+        self.default_severity = Some(severity);
+        self
+    }
+}
+
+/// Writes what the helper is and its rules to stdout, one line each (call it once, first).
+pub fn describe(tool: &ToolInfo, rules: &[RuleInfo]) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", serde_json::to_string(tool).unwrap_or_default());
+    for rule in rules {
+        let _ = writeln!(out, "{}", serde_json::to_string(rule).unwrap_or_default());
+    }
+}
+
 /// The JSON line for a finding (without the newline).
 pub fn to_line(finding: &Finding) -> String {
     // Serializing plain data with string keys cannot fail.

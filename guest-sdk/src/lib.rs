@@ -27,7 +27,7 @@ mod findings;
 mod walk;
 
 pub use changes::{ChangedFile, Changes, ChangesError, MAX_CHANGES_BYTES};
-pub use findings::{Finding, Fix, SCHEMA_VERSION, Severity, emit, to_line};
+pub use findings::{Finding, Fix, RuleInfo, SCHEMA_VERSION, Severity, ToolInfo, describe, emit, to_line};
 pub use walk::{display_path, walk_files};
 
 use std::io::Write as _;

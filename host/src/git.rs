@@ -578,21 +578,43 @@ impl Upstream {
         run_git(&self.git, &self.dir, &["cat-file", "blob", id], None)
     }
 
-    /// A configuration file for git inside a shell helper's sandbox, to be bound read-only over
-    /// the worktree's `.git/config`: only what git needs to read the repository (its format
-    /// version and the extensions that change how objects and refs are stored), nothing that
-    /// names a program, a driver, a hook directory, an include or another work tree. `None`
-    /// when the worktree has no `.git` directory with a configuration (git then finds no
-    /// repository there anyway, its git directory not being in the sandbox).
+    /// How git inside a shell helper's sandbox is kept from the repository's configuration:
+    /// a configuration file to bind read-only over the worktree's `.git/config` (only what git
+    /// needs to read the repository: its format version and the extensions that change how
+    /// objects and refs are stored; nothing that names a program, a driver, a hook directory, an
+    /// include or another work tree), and the nested repositories' git directories (submodules,
+    /// embedded repositories, `.git/modules`) to hide behind empty ones, since git recursing
+    /// into one would read its configuration. A worktree whose `.git` is a file or a link, or
+    /// names a common directory, is refused: its configuration could not be replaced.
     ///
     /// # Security
     /// Reads the worktree's `.git/config` as data, hands it to `git config --file -` outside any
     /// repository, and writes the result into wrun's storage (content-addressed, `0600`).
-    pub fn isolated_config(&self, worktree: &Path) -> Result<Option<PathBuf>, GitError> {
+    pub fn isolate_git(&self, worktree: &Path) -> Result<GitIsolation, GitError> {
+        let refuse = |reason: &str| {
+            GitError::NoUpstream(format!(
+                "a shell helper that runs git needs the worktree's repository configuration replaced, and {reason}; run git in an upstream .ai/ script or a native helper instead"
+            ))
+        };
         let root = Dir::open_ambient_dir(worktree, ambient_authority()).map_err(GitError::Overlay)?;
-        let is_dir = root.symlink_metadata(".git").is_ok_and(|m| m.is_dir());
-        if !is_dir || !root.symlink_metadata(".git/config").is_ok_and(|m| m.is_file()) {
-            return Ok(None);
+        let store = self.dir.parent().unwrap_or(&self.dir).to_owned();
+        let mut isolation = GitIsolation {
+            config: None,
+            hide: Vec::new(),
+            empty_dir: store.join("empty"),
+            empty_file: store.join("empty-file"),
+        };
+        match root.symlink_metadata(".git") {
+            Err(_) => return Ok(isolation),
+            Ok(m) if !m.is_dir() => return Err(refuse("its .git is not a directory (a git file or a link)")),
+            Ok(_) => {}
+        }
+        if root.symlink_metadata(".git/commondir").is_ok() {
+            return Err(refuse("its .git names a common directory elsewhere"));
+        }
+        match root.symlink_metadata(".git/config") {
+            Ok(m) if m.is_file() => {}
+            _ => return Err(refuse("its .git/config is not a regular file")),
         }
         let config = read_bounded(&worktree.join(".git/config"))?;
         let mut out = String::from(
@@ -628,32 +650,79 @@ impl Upstream {
                 out.push_str(&format!("[extensions]\n\t{name} = {value}\n"));
             }
         }
-        let store = self.dir.parent().unwrap_or(&self.dir).join("gitconfig");
-        ensure_private_dir(&store)?;
+        let configs = store.join("gitconfig");
+        ensure_private_dir(&configs)?;
         use sha2::Digest;
         let digest = sha2::Sha256::digest(out.as_bytes());
         let name: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
-        let path = store.join(format!("{name}.config"));
+        let path = configs.join(format!("{name}.config"));
         if !path.is_file() {
-            let storage = |e: std::io::Error| GitError::Storage {
-                path: path.clone(),
-                reason: format!("cannot write it: {e}"),
-            };
-            let tmp = store.join(format!("{name}.{}.tmp", std::process::id()));
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                let mut file = std::fs::OpenOptions::new()
-                    .create_new(true)
-                    .write(true)
-                    .mode(0o600)
-                    .open(&tmp)
-                    .map_err(storage)?;
-                file.write_all(out.as_bytes()).map_err(storage)?;
-            }
-            std::fs::rename(&tmp, &path).map_err(storage)?;
+            write_atomically(&path, out.as_bytes())?;
         }
-        Ok(Some(path))
+        isolation.config = Some(path);
+        // Nested repositories' git directories, found as the writable-worktree protection finds
+        // them, and the submodules' store.
+        let nested =
+            crate::protect::protected_paths(worktree).map_err(|e| GitError::NoUpstream(e.to_string()))?;
+        for p in nested {
+            if crate::protect::TOP_LEVEL.iter().any(|t| p == Path::new(t)) {
+                continue;
+            }
+            if let Ok(meta) = root.symlink_metadata(&p) {
+                isolation.hide.push((p, meta.is_dir()));
+            }
+        }
+        if root.symlink_metadata(".git/modules").is_ok_and(|m| m.is_dir()) {
+            isolation.hide.push((PathBuf::from(".git/modules"), true));
+        }
+        if !isolation.hide.is_empty() {
+            if !isolation.empty_dir.is_dir() {
+                std::fs::create_dir_all(&isolation.empty_dir).map_err(|e| GitError::Storage {
+                    path: isolation.empty_dir.clone(),
+                    reason: format!("cannot create it: {e}"),
+                })?;
+            }
+            if !isolation.empty_file.is_file() {
+                write_atomically(&isolation.empty_file, b"")?;
+            }
+        }
+        Ok(isolation)
     }
+}
+
+/// How git inside a shell helper's sandbox is isolated (see [`Upstream::isolate_git`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitIsolation {
+    /// wrun's configuration file, to bind over `.git/config`; `None` without a `.git`.
+    pub config: Option<PathBuf>,
+    /// Git directories of nested repositories (relative to the worktree) to hide, and whether
+    /// each is a directory (else a git file).
+    pub hide: Vec<(PathBuf, bool)>,
+    /// An empty directory of wrun's, to hide a directory behind.
+    pub empty_dir: PathBuf,
+    /// An empty file of wrun's, to hide a git file behind.
+    pub empty_file: PathBuf,
+}
+
+/// Writes `bytes` to `path` (mode `0600`) through a temporary file and a rename.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), GitError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let storage = |e: std::io::Error| GitError::Storage {
+        path: path.to_owned(),
+        reason: format!("cannot write it: {e}"),
+    };
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(storage)?;
+        file.write_all(bytes).map_err(storage)?;
+    }
+    std::fs::rename(&tmp, path).map_err(storage)
 }
 
 /// Creates `dir` (and parents) `0700` if missing; refuses it if another user owns it or others

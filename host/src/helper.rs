@@ -329,7 +329,7 @@ pub fn plan(
             let bash = resolve("bash", &policy.native.path, worktree)?;
             link(&bash);
             let bash = in_sandbox(bash);
-            let script = format!("{}{run}", shell::PRELUDE);
+            let script = format!("{}{run}", shell::prelude(checked.uses_git));
             let job = Job::native(&bash)
                 .args(["--noprofile", "--norc", "-c"])
                 .arg(script)
@@ -388,9 +388,26 @@ pub fn plan(
         for (name, value) in shell::GIT_ENVIRONMENT {
             job = job.policy_env(*name, *value);
         }
-        if let Some(config) = repo.isolated_config(worktree)? {
-            let guest = format!("{}/.git/config", wrun_runtime::job::DEFAULT_WORKTREE_GUEST);
-            job = job.dir(Mount::new(config, guest, Access::ReadOnly));
+        let isolation = repo.isolate_git(worktree)?;
+        let guest = wrun_runtime::job::DEFAULT_WORKTREE_GUEST;
+        if let Some(config) = isolation.config {
+            job = job.dir(Mount::new(
+                config,
+                format!("{guest}/.git/config"),
+                Access::ReadOnly,
+            ));
+        }
+        for (path, is_dir) in isolation.hide {
+            let empty = if is_dir {
+                &isolation.empty_dir
+            } else {
+                &isolation.empty_file
+            };
+            job = job.dir(Mount::new(
+                empty.clone(),
+                format!("{guest}/{}", path.display()),
+                Access::ReadOnly,
+            ));
         }
         decisions.push("git runs with its configuration isolated".to_owned());
     }

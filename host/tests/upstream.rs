@@ -956,3 +956,61 @@ fn a_shell_helper_runs_in_the_sandbox_and_its_git_reads_no_repository_configurat
         "the planted configuration is inert, so this test proves nothing: {twin:?}"
     );
 }
+
+/// Issue 11 (second round): git in a shell helper cannot be steered to another configuration
+/// by the repository: a submodule's configuration is hidden, and a `.git` that names a common
+/// directory or is a git file (whose configuration wrun could not replace) is refused.
+#[test]
+fn git_in_a_shell_helper_reads_no_submodule_configuration_and_refuses_what_it_cannot_isolate() {
+    let r = Repos::new();
+    r.policy("policy.toml", "require", "");
+    let pr = r.path("pr");
+    executable(&pr.join("evil.sh"), "#!/bin/sh\necho PWNED >&2\ncat\n");
+    let sub = pr.join("sub2");
+    std::fs::create_dir_all(&sub).unwrap();
+    git(&sub, &["init", "-q"]);
+    write(&sub.join("a.txt"), "a\n");
+    write(&sub.join(".gitattributes"), "* filter=evil\n");
+    git(&sub, &["add", "-A"]);
+    git(&sub, &["commit", "-qm", "sub"]);
+    git(&sub, &["config", "filter.evil.clean", "../evil.sh"]);
+    write(&sub.join("a.txt"), "changed\n");
+    git(&pr, &["add", "sub2"]);
+    git(&pr, &["commit", "-qm", "gitlink"]);
+    let o = r.helper("survey", &[]);
+    assert!(
+        !out(&o).contains("PWNED") && !err(&o).contains("PWNED"),
+        "{}{}",
+        out(&o),
+        err(&o)
+    );
+    // The twin: git on the host recurses into the submodule and runs its filter.
+    let twin = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&pr)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&twin.stderr).contains("PWNED"),
+        "the submodule's filter is inert: {twin:?}"
+    );
+
+    // A common directory the pull request controls: refused.
+    let common = pr.join("evilcommon");
+    std::fs::create_dir_all(&common).unwrap();
+    write(&pr.join(".git/commondir"), "../evilcommon\n");
+    let o = r.helper("survey", &[]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(err(&o).contains("common directory"), "{}", err(&o));
+    std::fs::remove_file(pr.join(".git/commondir")).unwrap();
+    // A git file pointing elsewhere: refused.
+    std::fs::rename(pr.join(".git"), r.path("gitreal")).unwrap();
+    write(
+        &pr.join(".git"),
+        &format!("gitdir: {}\n", r.path("gitreal").display()),
+    );
+    let o = r.helper("survey", &[]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(err(&o).contains("not a directory"), "{}", err(&o));
+}

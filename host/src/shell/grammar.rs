@@ -5,7 +5,7 @@
 
 use super::table::{
     Entry, FIND_OPERATORS, FIND_REFUSED, FIND_TESTS, FIND_VALUED, GIT_GLOBAL, GIT_LISTING, GIT_REFUSED,
-    GIT_SUBCOMMANDS, Getopt, Grammar, Interpreter, JQ_OPTIONS, SED_OPTIONS, Wrapper,
+    GIT_REFUSED_SHORT, GIT_SUBCOMMANDS, Getopt, Grammar, Interpreter, JQ_OPTIONS, SED_OPTIONS, Wrapper,
 };
 use super::walk::Checker;
 use super::word::Word;
@@ -134,7 +134,7 @@ impl Checker<'_> {
             return Err(refuse(
                 Rule::Directory,
                 format!(
-                    "after a `cd`, {path:?} may name another directory's .ai/ (the pull request's); run upstream scripts before changing directory, or change directory inside a subshell"
+                    "after a `cd`, {path:?} may name another directory's .ai/ (the pull request's); run upstream scripts before changing directory, or keep the `cd` inside a subshell of its own: `(cd sub && grep -r x .); {path}`"
                 ),
                 path,
             ));
@@ -466,9 +466,36 @@ impl Checker<'_> {
                 Some((b, s)) => (b, Some(s.trim_end_matches(']'))),
                 None => (var.as_str(), None),
             };
+            if super::is_environment_name(base) && subscript.is_none() {
+                let value = text.as_deref().and_then(|t| t.split_once('=')).map(|(_, v)| v);
+                match value {
+                    Some(v) => super::environment_value(base, Some(v), &w.raw)?,
+                    None if text.as_deref().is_some_and(|t| !t.contains('=')) => {}
+                    None => super::environment_value(base, None, &w.raw)?,
+                }
+                self.assign_from(base, &declared_value(w, text.as_deref()));
+                continue;
+            }
             self.assignable(base, &w.raw)?;
             if let Some(s) = subscript {
                 self.arithmetic(s, "an array subscript")?;
+            }
+            // `declare -a "a=(…$x…)"`: bash parses a quoted compound assignment again, so its
+            // expansions run twice (a value from outside becomes code).
+            let compound = text
+                .as_deref()
+                .unwrap_or(&w.raw)
+                .split_once('=')
+                .is_some_and(|(_, v)| v.starts_with('('));
+            let quoted = w.raw.contains(['\'', '"', '\\']) || w.text().is_none();
+            if compound && quoted {
+                return Err(refuse(
+                    Rule::Evaluation,
+                    format!(
+                        "`{name}` with a quoted or expanded `name=(…)` parses it again as code; write the array unquoted, `a=(x y)`"
+                    ),
+                    &w.raw,
+                ));
             }
             if exported && !ENVIRONMENT_NAMES.contains(&base) {
                 return Err(refuse(
@@ -480,7 +507,7 @@ impl Checker<'_> {
                     &w.raw,
                 ));
             }
-            self.assign_from(base, w);
+            self.assign_from(base, &declared_value(w, text.as_deref()));
         }
         Ok(())
     }
@@ -635,6 +662,17 @@ impl Checker<'_> {
                     ));
                 }
             }
+        }
+        if let Some(max) = g.max_operands
+            && let Some(many) = operands.iter().find(|w| w.may_split())
+        {
+            return Err(refuse(
+                Rule::Operand,
+                format!(
+                    "`{name}` takes at most {max} operands here, and this word may become several (a glob, a brace expansion, \"$@\"); write them out"
+                ),
+                &many.raw,
+            ));
         }
         if let Some(max) = g.max_operands
             && operands.len() > max
@@ -981,9 +1019,12 @@ impl Checker<'_> {
                 lists |= matches!(name, "-l" | "--list");
                 continue;
             }
-            let refused = GIT_REFUSED
-                .iter()
-                .any(|r| name == *r || (r.len() == 2 && name.starts_with(r)));
+            let refused = if name.starts_with("--") {
+                // An abbreviation of a refused option is that option to git.
+                name.len() > 2 && GIT_REFUSED.iter().any(|r| r.starts_with(name))
+            } else {
+                name.chars().skip(1).any(|c| GIT_REFUSED_SHORT.contains(&c))
+            };
             if refused {
                 return Err(refuse(
                     Rule::Option,
@@ -1036,12 +1077,22 @@ impl Checker<'_> {
             }
             let flags = &l[1..];
             let allowed = match kind {
-                Interpreter::Shell if matches!(l.as_str(), "--noprofile" | "--norc" | "--posix") => true,
-                Interpreter::Shell if flags.starts_with('-') => false,
-                Interpreter::Shell => flags.chars().all(|c| {
+                Interpreter::Bash if matches!(l.as_str(), "--noprofile" | "--norc" | "--posix") => true,
+                Interpreter::Bash | Interpreter::Sh if flags.starts_with('-') => false,
+                Interpreter::Bash => flags.chars().all(|c| {
                     inline_program |= c == 'c';
                     matches!(c, 'e' | 'u' | 'c' | 'o')
                 }),
+                Interpreter::Sh if flags.contains('c') => {
+                    return Err(refuse(
+                        Rule::Script,
+                        format!(
+                            "`{name} -c` runs its program in dash, whose grammar differs from bash's (the checker's): write `bash -c '…'`"
+                        ),
+                        &w.raw,
+                    ));
+                }
+                Interpreter::Sh => flags.chars().all(|c| matches!(c, 'e' | 'u' | 'o')),
                 Interpreter::Python => flags
                     .chars()
                     .all(|c| matches!(c, 'B' | 'E' | 'I' | 's' | 'S' | 'u' | 'q' | 'O')),
@@ -1057,7 +1108,7 @@ impl Checker<'_> {
                     &w.raw,
                 ));
             }
-            if kind == Interpreter::Shell && flags.contains('o') {
+            if matches!(kind, Interpreter::Bash | Interpreter::Sh) && flags.contains('o') {
                 i += 1;
                 let option = args.get(i).and_then(Word::literal).unwrap_or_default();
                 if !matches!(
@@ -1132,8 +1183,13 @@ impl Checker<'_> {
                             &w.raw,
                         ));
                     }
-                    let Some((var, _)) = l.split_once('=') else { break };
-                    if !ENVIRONMENT_NAMES.contains(&var) {
+                    let Some((var, value)) = l.split_once('=') else {
+                        break;
+                    };
+                    if super::is_environment_name(var) {
+                        super::environment_value(var, Some(value), &w.raw)?;
+                    }
+                    if !super::is_environment_name(var) {
                         return Err(refuse(
                             Rule::Assignment,
                             format!(
@@ -1237,6 +1293,16 @@ fn is_shell_builtin(name: &str) -> bool {
     ) || REFUSED_BUILTINS.contains(&name)
 }
 
+/// The value a declaration builtin's `name=value` argument assigns, as a word of its own: the
+/// literal text after `=` (empty for a bare `name`), or the whole word when it expands
+/// something (its sources are the word's).
+fn declared_value(w: &Word, text: Option<&str>) -> Word {
+    match text {
+        Some(t) => Word::literal_text(t.split_once('=').map_or("", |(_, v)| v)),
+        None => w.clone(),
+    }
+}
+
 /// The variable a declaration builtin's `name` or `name=value` argument assigns: the literal
 /// text before `=` (the value's sources are the word's own).
 fn assignment_name(w: &Word, text: Option<&str>) -> Option<String> {
@@ -1255,7 +1321,7 @@ fn assignment_name(w: &Word, text: Option<&str>) -> Option<String> {
                 }
                 prefix.push_str(t);
             }
-            super::word::Seg::Unknown | super::word::Seg::Var(_) => return None,
+            super::word::Seg::Unknown | super::word::Seg::Var(_) | super::word::Seg::Number => return None,
         }
     }
     None
@@ -1306,6 +1372,15 @@ fn unknown_option(name: &str, option: &str, raw: &str) -> ShellError {
 }
 
 fn option_position(name: &str, w: &Word) -> ShellError {
+    if w.text().is_some_and(|t| t.starts_with('-')) {
+        return refuse(
+            Rule::Operand,
+            format!(
+                "an option of `{name}` holds a glob character (`*`, `?`, `[`) that bash would expand; quote it"
+            ),
+            &w.raw,
+        );
+    }
     refuse(
         Rule::Operand,
         format!(

@@ -104,7 +104,17 @@ fn nesting(text: &str) -> usize {
 /// Paths that reach another process's environment or bash's network pseudo-devices, as globs
 /// whose `*` matches anything: absolute or relative, through a pid, `self`, `thread-self` or a
 /// task directory.
-const SENSITIVE: &[&str] = &["*proc/*environ", "*dev/tcp/*", "*dev/udp/*"];
+const SENSITIVE: &[&str] = &[
+    "/proc",
+    "/proc/*",
+    "*/../proc",
+    "*/../proc/*",
+    "../proc",
+    "../proc/*",
+    "*proc/*environ",
+    "*dev/tcp/*",
+    "*dev/udp/*",
+];
 
 /// Refuses a word that could expand to a path reaching a process environment (`/proc/*/environ`)
 /// or bash's `/dev/tcp`, `/dev/udp`: after quote removal, with globs (`/proc/self/envir*`,
@@ -136,7 +146,7 @@ pub(crate) fn path(word: &Word, values: &super::word::Values) -> Result<(), Shel
         if bare_environ || SENSITIVE.iter().any(|p| intersects(&shape, &pattern_tokens(p))) {
             return Err(ShellError::new(
                 Rule::Path,
-                "the word could reach a process's environment (/proc/*/environ) or the network (/dev/tcp, /dev/udp)",
+                "the word could reach /proc (processes' environments and memory) or the network (/dev/tcp, /dev/udp)",
                 Some(&word.raw),
             ));
         }

@@ -54,8 +54,21 @@ pub const MAX_STATEMENTS: usize = 50;
 
 /// The prelude run before a checked program: the variables that change how later words resolve
 /// are made read-only, so a construct the checker did not foresee still cannot redirect them.
-pub const PRELUDE: &str =
-    "readonly PATH IFS BASH_ENV ENV SHELLOPTS BASHOPTS CDPATH GLOBIGNORE PROMPT_COMMAND PS4\n";
+pub const PRELUDE: &str = "readonly PATH IFS BASH_ENV ENV SHELLOPTS BASHOPTS CDPATH GLOBIGNORE PROMPT_COMMAND PS4 HOME TMPDIR TEXTDOMAIN TEXTDOMAINDIR\n";
+
+/// The prelude for a program that runs git: [`PRELUDE`], and git's isolation read-only too.
+pub fn prelude(uses_git: bool) -> String {
+    let mut out = PRELUDE.to_owned();
+    if uses_git {
+        out.push_str("readonly");
+        for (name, _) in GIT_ENVIRONMENT {
+            out.push(' ');
+            out.push_str(name);
+        }
+        out.push('\n');
+    }
+    out
+}
 
 /// The variables a program may set for a command (`NAME=value cmd`, `export`, `env NAME=…`).
 pub const ENVIRONMENT_NAMES: &[&str] = &["LC_ALL", "LANG", "TZ", "NO_COLOR", "TERM"];
@@ -71,7 +84,7 @@ pub const GIT_ENVIRONMENT: &[(&str, &str)] = &[
     ("GIT_TERMINAL_PROMPT", "0"),
     ("GIT_OPTIONAL_LOCKS", "0"),
     ("GIT_PAGER", "cat"),
-    ("GIT_CONFIG_COUNT", "12"),
+    ("GIT_CONFIG_COUNT", "15"),
     ("GIT_CONFIG_KEY_0", "core.fsmonitor"),
     ("GIT_CONFIG_VALUE_0", "false"),
     ("GIT_CONFIG_KEY_1", "core.hooksPath"),
@@ -96,6 +109,12 @@ pub const GIT_ENVIRONMENT: &[(&str, &str)] = &[
     ("GIT_CONFIG_VALUE_10", "false"),
     ("GIT_CONFIG_KEY_11", "core.alternateRefsCommand"),
     ("GIT_CONFIG_VALUE_11", "false"),
+    ("GIT_CONFIG_KEY_12", "diff.ignoreSubmodules"),
+    ("GIT_CONFIG_VALUE_12", "all"),
+    ("GIT_CONFIG_KEY_13", "status.submoduleSummary"),
+    ("GIT_CONFIG_VALUE_13", "false"),
+    ("GIT_CONFIG_KEY_14", "submodule.recurse"),
+    ("GIT_CONFIG_VALUE_14", "false"),
 ];
 
 /// How long parsing and checking one program may take.
@@ -243,8 +262,52 @@ pub fn is_guarded_var(name: &str) -> bool {
     ];
     let upper = name.to_ascii_uppercase();
     GUARDED_VARS.contains(&upper.as_str())
+        // bash's own: BASH_CMDS is its command hash table, BASH_ALIASES its aliases, …
+        || upper.starts_with("BASH")
+        // gettext: where `$"…"` and every program's messages come from.
+        || upper.starts_with("TEXTDOMAIN")
         || upper.starts_with("GIT_")
         || wrun_runtime::env::is_policy_only_name(&upper)
+}
+
+/// Whether `name` is one a program may put in a command's environment ([`ENVIRONMENT_NAMES`],
+/// and the other locale categories), with a literal value of the right shape only.
+pub(crate) fn is_environment_name(name: &str) -> bool {
+    ENVIRONMENT_NAMES.contains(&name) || name.starts_with("LC_") || name == "LANGUAGE"
+}
+
+/// Checks the value of an environment name: a literal, and for the locale, time zone and
+/// terminal names a plain name, not a path (glibc would read a time zone file, a locale or a
+/// terminal description from a path the pull request chooses).
+pub(crate) fn environment_value(name: &str, value: Option<&str>, at: &str) -> Result<(), ShellError> {
+    let Some(value) = value else {
+        return Err(ShellError::new(
+            Rule::Assignment,
+            format!("{name} must be given a literal value"),
+            Some(at),
+        ));
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '@' | '-' | '+');
+    let ok = match name {
+        "NO_COLOR" => true,
+        "TZ" => {
+            let v = value.strip_prefix(':').unwrap_or(value);
+            !v.starts_with('/')
+                && !v.split('/').any(|c| c.is_empty() || c == "..")
+                && v.chars().all(|c| plain(c) || c == '/')
+        }
+        _ => value.chars().all(plain) && !value.contains(".."),
+    };
+    if !ok {
+        return Err(ShellError::new(
+            Rule::Assignment,
+            format!(
+                "{name}={value:?}: not a plain {name} value (a path would make programs read a file the pull request chooses)"
+            ),
+            Some(at),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a bash program; see the module documentation for what is refused.

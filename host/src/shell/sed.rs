@@ -191,7 +191,10 @@ impl Reader {
                 self.label();
             }
             'a' | 'i' | 'c' => {
-                // `a\` and the following lines (each ending in `\` continues), or `a text`.
+                // `a\` and one line of text, or `a text`. Text spanning lines, or holding a
+                // backslash at all, is refused: whether a trailing `\` continues the text
+                // depends on how many precede it, and a misread end of text would let the next
+                // line be a command (`e`).
                 self.skip_blanks();
                 if self.peek() == Some('\\') {
                     self.at += 1;
@@ -199,13 +202,11 @@ impl Reader {
                         self.at += 1;
                     }
                 }
-                loop {
-                    let line = self.rest_of_line();
-                    if line.ends_with('\\') && self.peek() == Some('\n') {
-                        self.at += 1;
-                        continue;
-                    }
-                    break;
+                let line = self.rest_of_line();
+                if line.contains('\\') {
+                    return Err(format!(
+                        "`{c}` text with a backslash is not allowed; keep it to one plain line"
+                    ));
                 }
                 return Ok(());
             }
@@ -303,6 +304,7 @@ mod tests {
             "s/a;b/c/",
             ":top\ns/aa/a/\nt top",
             "1i\\\nheader",
+            "2c replaced line",
             "$a footer",
             "= ; l 40 ; q 3",
             "\\%regex%p",
@@ -327,6 +329,10 @@ mod tests {
             "s/a/b/;e",
             "1{e id\n}",
             "s/x/y/ ; w /tmp/x",
+            "1a foo\\\\\ne",
+            "1a\\\nfoo\\\\\ne id",
+            "1i\\\n\\\ne id",
+            "1a foo\\\nbar",
             "k",
             "s/unterminated",
             "{p",

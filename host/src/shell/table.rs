@@ -66,8 +66,11 @@ pub(crate) enum Grammar {
 /// Interpreters and the options each may take before its script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Interpreter {
-    /// bash, sh, dash: `-e`, `-u`, `-x`, `-o OPTION`, or `-c 'literal program'` (checked in turn).
-    Shell,
+    /// bash: `-e`, `-u`, `-o OPTION`, or `-c 'literal program'` (checked in turn).
+    Bash,
+    /// sh, dash: `-e`, `-u`, `-o OPTION`; no `-c` (a dash program is read with another grammar
+    /// than the checker's: `$'…'` is no quote to dash).
+    Sh,
     /// python3: `-B -E -I -s -S -u -q`.
     Python,
     /// perl: `-w -W -X -T -t`.
@@ -464,9 +467,9 @@ impl Table {
             ("sed", Grammar::Sed),
             ("jq", Grammar::Jq),
             ("git", Grammar::Git),
-            ("bash", Grammar::Interpreter(Interpreter::Shell)),
-            ("sh", Grammar::Interpreter(Interpreter::Shell)),
-            ("dash", Grammar::Interpreter(Interpreter::Shell)),
+            ("bash", Grammar::Interpreter(Interpreter::Bash)),
+            ("sh", Grammar::Interpreter(Interpreter::Sh)),
+            ("dash", Grammar::Interpreter(Interpreter::Sh)),
             ("python3", Grammar::Interpreter(Interpreter::Python)),
             ("perl", Grammar::Interpreter(Interpreter::Perl)),
             ("node", Grammar::Interpreter(Interpreter::Node)),
@@ -817,8 +820,9 @@ pub(crate) const GIT_LISTING: &[&str] = &[
 /// external program or write files. Git's option space is large, so inside the allowed
 /// subcommands this list is defence in depth: what closes the class is that git runs with the
 /// repository's configuration replaced (no drivers, no external diff, no fsmonitor, no hooks).
+/// git's option parser accepts any unambiguous abbreviation of a long option (`--open` for
+/// `--open-files-in-pager`), so an option is refused when it is one of these or a prefix of one.
 pub(crate) const GIT_REFUSED: &[&str] = &[
-    "-O",
     "--open-files-in-pager",
     "--ext-diff",
     "--textconv",
@@ -830,4 +834,11 @@ pub(crate) const GIT_REFUSED: &[&str] = &[
     "--upload-pack",
     "--receive-pack",
     "--paginate",
+    "--help",
+    "--config",
+    "--contents",
 ];
+
+/// Short options of git subcommands refused wherever they appear in a cluster: `-O` (`git grep
+/// -O<pager>` runs a program; `git diff -O<file>` reads an order file).
+pub(crate) const GIT_REFUSED_SHORT: &[char] = &['O'];

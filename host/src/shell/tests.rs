@@ -283,8 +283,8 @@ fn commands_that_run_what_they_are_handed_are_refused() {
         ],
     );
     // A literal `sh -c` string is a program like the helper's own.
-    ok("timeout 5 sh -c 'grep -c x README.md'");
-    assert_eq!(refused("timeout 5 sh -c 'mawk 1'").rule, Rule::NotAllowed);
+    ok("timeout 5 bash -c 'grep -c x README.md'");
+    assert_eq!(refused("timeout 5 bash -c 'mawk 1'").rule, Rule::NotAllowed);
 }
 
 /// Issue 11: bash evaluates text as code in arithmetic and related contexts; no value from
@@ -427,7 +427,7 @@ fn paths_reaching_a_process_environment_or_the_network_are_refused() {
             "x=/proc/self/environ",
         ],
     );
-    ok("cat README.md; grep -r environment src; ls /proc/self/fd > /dev/null; echo \"$dir/x\"");
+    ok("cat README.md; grep -r environment src; echo \"$dir/x\"");
 }
 
 #[test]
@@ -697,4 +697,140 @@ fn a_path_split_across_variables_is_seen_through_their_literal_values() {
         ],
     );
     ok("a=src; b=lib.rs; cat -- \"$a/$b\"; d=$(pwd); cat -- \"$d/README.md\"");
+}
+
+/// Found by trying the checker as an attacker would: each is a class, with its variants.
+#[test]
+fn second_round_attacks_are_refused() {
+    // Single quotes inside a double-quoted `${…}` are no quotes to bash.
+    all_refused(
+        Rule::Expansion,
+        &[
+            "echo \"${x:-'$(sh payload.txt)'}\"",
+            "echo \"${x-'`id`'}\"",
+            "echo \"${x:+'$(id)'}\"",
+            "echo \"${x#'$(id)'}\"",
+            "echo \"${x/'$(id)'/y}\"",
+        ],
+    );
+    all_refused(Rule::Expansion, &["echo \"${x:='$(id)'}\""]);
+    // dash reads `-c` programs with another grammar.
+    all_refused(
+        Rule::Script,
+        &[
+            "sh -c \"echo \\$'\\\\' ; sh payload.txt ; #'\"",
+            "dash -c 'echo hi'",
+            "timeout 5 sh -c 'echo hi'",
+        ],
+    );
+    ok("sh .ai/lint.sh; bash -c 'echo hi'");
+    // git's option parser takes abbreviations; -O in a cluster; --help runs man.
+    all_refused(
+        Rule::Option,
+        &[
+            "git grep --open=sh -e x -- f",
+            "git grep --op=sh -e x",
+            "git grep --open-files=sh x",
+            "git grep -iOsh x",
+            "git cat-file --filt HEAD:x",
+            "git cat-file --textc HEAD:x",
+            "git log --outp=x",
+            "git log --help",
+            "git status --he",
+        ],
+    );
+    ok("git log --oneline --stat -p -- src; git grep -n -i x -- src; git show --format=%H -s HEAD");
+    // A quoted compound assignment is parsed again.
+    all_refused(
+        Rule::Evaluation,
+        &[
+            "declare -a \"a=($2)\"",
+            "read -r x < c.txt; declare -a \"a=($x)\"",
+            "local -a 'a=($(id))'",
+            "declare -A \"m=([k]=$1)\"",
+            "typeset -a \"a=(x)\"",
+        ],
+    );
+    ok("declare -a a=(1 2 3); a=(\"$@\"); echo \"${a[0]}\"");
+    // Translated strings and the message catalogue's variables.
+    assert_eq!(refused("echo $\"Review summary\"").rule, Rule::Evaluation);
+    all_refused(
+        Rule::Assignment,
+        &["TEXTDOMAINDIR=/work/loc", "TEXTDOMAIN=x", "export TEXTDOMAIN=x"],
+    );
+    // Guarded and bash-internal variables by every route.
+    all_refused(
+        Rule::Assignment,
+        &[
+            ": \"${GIT_CONFIG_VALUE_2:=sh /work/payload.txt}\"",
+            ": \"${PATH:=/work}\"",
+            ": \"${HOME:=/work}\"",
+            "declare -A BASH_CMDS=([cat]=/work/pwn.sh)",
+            "BASH_CMDS[cat]=/work/pwn.sh",
+            "BASH_ALIASES=x",
+            "(( GIT_CONFIG_COUNT = 0 ))",
+            "let 'GIT_CONFIG_COUNT=0'",
+            "for GIT_DIR in x; do :; done",
+            "read -r TZ < f",
+            "TZ=/work/tz date",
+            "TZ=:/work/tz date",
+            "TZ=../../work/tz date",
+            "LC_ALL=/work/loc sort f",
+            "LANG=../x sort f",
+            "TERM=../../work/t ls",
+            "LANGUAGE=../../work/x grep x f",
+            "export LC_ALL=\"$x\"",
+            "env TZ=/work/tz date",
+            "LC_ALL=\"$1\" sort f",
+        ],
+    );
+    ok("TZ=Europe/Berlin date; LC_ALL=C.UTF-8 sort f; export LANG=C; TERM=xterm-256color ls; NO_COLOR=1 ls");
+    // sed a/i/c text that could hide a command on its next line.
+    all_refused(
+        Rule::Option,
+        &[
+            "sed '1a foo\\\\\ne' f",
+            "sed '1a\\\nfoo\\\\\ne id' f",
+            "sed '1i\\\n\\\ne id' f",
+        ],
+    );
+    ok("sed '1a plain text' f; sed '$i\\\nheader' f");
+    // Second-order evaluation: a literal value that is itself an expression.
+    all_refused(
+        Rule::Evaluation,
+        &[
+            "x=\"$2\"; y=x; echo \"$(( y ))\"",
+            "x=\"$2\"; z=x; echo $(( $z ))",
+            "x=\"$2\"; y='x+1'; echo $(( y ))",
+            "x='a[$(sh payload.txt >&2)]'; echo $(( x ))",
+            "x='a[$(id)]'; echo \"${!x}\"",
+            "x='a[$(id)]'; [[ x -eq 1 ]]",
+            "x='$(id)'; echo \"${!x}\"",
+        ],
+    );
+    ok("a=(1 2); y=1; x=y; echo $(( x + 1 )) \"${a[x]}\"; n=a; echo \"${!n}\"; m='a[1]'; echo \"${!m}\"");
+    // /proc, however the word is spelled.
+    all_refused(
+        Rule::Path,
+        &[
+            "printf '/proc/self/env%s\\0' iron | sort --files0-from=-",
+            "grep -ra --include=environ . /proc/self/",
+            "diff -ra /proc/self/ /proc/1/",
+            "ls /proc",
+            "cat ../../proc/1/status",
+        ],
+    );
+    ok("grep -r proc -- src; ls proc/ docs/");
+    // An operand that may become several where the count matters.
+    all_refused(
+        Rule::Operand,
+        &[
+            "uniq -- \"$@\"",
+            "uniq -- *",
+            "uniq -- ./*",
+            "uniq -- {a,b}",
+            "uniq -- \"${files[@]}\"",
+        ],
+    );
+    ok("uniq -c -- \"$1\"; uniq -- a.txt");
 }

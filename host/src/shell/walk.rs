@@ -23,14 +23,16 @@ pub(crate) struct Checker<'r> {
     pub(super) dir_changed: bool,
     /// Every variable assigned in the program, and where its values came from.
     assigns: HashMap<String, Source>,
-    /// Variables whose values bash evaluates: `(name, where, what)`.
-    eval_refs: Vec<(String, String, String)>,
+    /// Variables whose values bash evaluates: `(name, where, what, how)`.
+    eval_refs: Vec<(String, String, String, Evaluated)>,
     /// Whether a statement runs git.
     pub(super) uses_git: bool,
     /// What each variable may hold (its literal values).
     values: Values,
     /// Words that expand variables: their paths are checked again with [`Self::values`].
     var_words: Vec<Word>,
+    /// Plain copies `to=$from`: `to` holds what `from` holds.
+    copies: Vec<(String, String)>,
 }
 
 /// The most values remembered for one variable, and the most words checked again.
@@ -49,33 +51,71 @@ impl<'r> Checker<'r> {
             uses_git: false,
             values: Values::new(),
             var_words: Vec::new(),
+            copies: Vec::new(),
         }
     }
 
     /// Checks the whole program, then that every evaluated variable held only literals.
     pub(super) fn finish(mut self, program: &str) -> Result<Checked, ShellError> {
         self.program(program)?;
+        self.propagate_copies();
         for word in &self.var_words {
             super::guards::path(word, &self.values)?;
         }
-        let literal = literal_variables(&self.assigns);
-        for (name, at, what) in &self.eval_refs {
-            if is_computed(name) || literal.contains(name.as_str()) {
+        let literal: std::collections::HashSet<String> = literal_variables(&self.assigns)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        // The values of an evaluated variable are evaluated in turn (`y=x; $((y))` reads x;
+        // `x='a[$(id)]'; $((x))` runs id): each literal value is checked as the expression it
+        // will be, which may add variables to check.
+        let mut done: std::collections::HashSet<(String, Evaluated)> = std::collections::HashSet::new();
+        let mut next = 0;
+        while let Some((name, at, what, how)) = self.eval_refs.get(next).cloned() {
+            next += 1;
+            if is_computed(&name) {
                 continue;
             }
-            let why = match self.assigns.get(name) {
-                Some(_) => {
-                    "it is assigned a value that is not a literal of the program (command output, a file, a request argument)"
+            if !literal.contains(&name) {
+                let why = match self.assigns.get(&name) {
+                    Some(_) => {
+                        "it is assigned a value that is not a literal of the program (command output, a file, a request argument)"
+                    }
+                    None => "it is never assigned in the program (its value would come from outside)",
+                };
+                return Err(ShellError::new(
+                    Rule::Evaluation,
+                    format!(
+                        "bash evaluates the value of `{name}` as code in {what}, and {why}; compare as strings (`[ \"$n\" -gt 10 ]` does not evaluate), or move the logic to an upstream .ai/ script"
+                    ),
+                    Some(&at),
+                ));
+            }
+            if !done.insert((name.clone(), how)) {
+                continue;
+            }
+            let values = match self.values.get(&name) {
+                // Assigned only inside arithmetic: numbers.
+                None => continue,
+                Some(Some(values)) => values.clone(),
+                Some(None) => {
+                    return Err(ShellError::new(
+                        Rule::Evaluation,
+                        format!(
+                            "bash evaluates the value of `{name}` in {what}, and it has more values than the checker follows"
+                        ),
+                        Some(&at),
+                    ));
                 }
-                None => "it is never assigned in the program (its value would come from outside)",
             };
-            return Err(ShellError::new(
-                Rule::Evaluation,
-                format!(
-                    "bash evaluates the value of `{name}` as code in {what}, and {why}; compare as strings, or move the logic to an upstream .ai/ script"
-                ),
-                Some(at),
-            ));
+            for value in values {
+                match how {
+                    Evaluated::Arithmetic => {
+                        self.arithmetic(&value, &format!("the value of `{name}`, which {what} evaluates"))?
+                    }
+                    Evaluated::Name => self.variable_name(&value, &at)?,
+                }
+            }
         }
         Ok(Checked {
             statements: self.statements,
@@ -83,10 +123,80 @@ impl<'r> Checker<'r> {
         })
     }
 
-    /// Records that bash evaluates the value of `name`.
+    /// `to=$from` makes `to` hold what `from` holds, to a fixed point (bounded as values are).
+    fn propagate_copies(&mut self) {
+        loop {
+            let mut changed = false;
+            for (to, from) in &self.copies {
+                let incoming = match self.values.get(from) {
+                    Some(Some(v)) => Some(v.clone()),
+                    _ => None,
+                };
+                let entry = self.values.entry(to.clone()).or_insert_with(|| Some(Vec::new()));
+                match (entry.as_mut(), incoming) {
+                    (Some(known), Some(incoming)) => {
+                        for v in incoming {
+                            if !known.contains(&v) {
+                                if known.len() >= MAX_VALUES {
+                                    *entry = None;
+                                    changed = true;
+                                    break;
+                                }
+                                known.push(v);
+                                changed = true;
+                            }
+                        }
+                    }
+                    (Some(_), None) => {
+                        *entry = None;
+                        changed = true;
+                    }
+                    (None, _) => {}
+                }
+            }
+            if !changed {
+                return;
+            }
+        }
+    }
+
+    /// Records that bash evaluates the value of `name` as an arithmetic expression.
     pub(super) fn eval_ref(&mut self, name: &str, at: &str, what: &str) {
+        self.eval_refs.push((
+            name.to_owned(),
+            at.to_owned(),
+            what.to_owned(),
+            Evaluated::Arithmetic,
+        ));
+    }
+
+    /// Records that bash reads the value of `name` as the name of a variable (`${!name}`).
+    pub(super) fn name_ref(&mut self, name: &str, at: &str, what: &str) {
         self.eval_refs
-            .push((name.to_owned(), at.to_owned(), what.to_owned()));
+            .push((name.to_owned(), at.to_owned(), what.to_owned(), Evaluated::Name));
+    }
+
+    /// A literal value used as a variable name: a name, or a name with a subscript (which is
+    /// evaluated).
+    fn variable_name(&mut self, value: &str, at: &str) -> Result<(), ShellError> {
+        let (name, subscript) = match value.split_once('[') {
+            Some((n, rest)) => (n, Some(rest.strip_suffix(']').unwrap_or(rest))),
+            None => (value, None),
+        };
+        let valid = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            return Err(ShellError::new(
+                Rule::Evaluation,
+                format!("{value:?} is not a variable name, but an indirect expansion reads it as one"),
+                Some(at),
+            ));
+        }
+        if let Some(subscript) = subscript {
+            self.arithmetic(subscript, "an array subscript named indirectly")?;
+        }
+        Ok(())
     }
 
     /// Records an assignment to `name`; `literal`: its value is a literal of the program.
@@ -110,11 +220,22 @@ impl<'r> Checker<'r> {
         let source = self.assigns.entry(name.to_owned()).or_default();
         source.outside |= value.opaque;
         source.from.extend(value.vars.iter().cloned());
+        let mut parts = value
+            .segs
+            .iter()
+            .filter(|s| !matches!(s, Seg::Quoted(t) if t.is_empty()));
+        if let (Some(Seg::Var(from)), None) = (parts.next(), parts.next()) {
+            self.copies.push((name.to_owned(), from.clone()));
+            self.values
+                .entry(name.to_owned())
+                .or_insert_with(|| Some(Vec::new()));
+            return;
+        }
         let entry = self
             .values
             .entry(name.to_owned())
             .or_insert_with(|| Some(Vec::new()));
-        match (entry.as_mut(), value.text()) {
+        match (entry.as_mut(), value.text().or_else(|| value.numeric_text())) {
             (Some(known), Some(text)) if known.len() < MAX_VALUES => known.push(text),
             _ => *entry = None,
         }
@@ -420,7 +541,7 @@ impl<'r> Checker<'r> {
         let name = match &assignment.name {
             ast::AssignmentName::VariableName(n) | ast::AssignmentName::ArrayElementName(n, _) => n,
         };
-        if !super::ENVIRONMENT_NAMES.contains(&name.as_str()) {
+        if !super::is_environment_name(name) {
             return Err(ShellError::new(
                 Rule::Assignment,
                 format!(
@@ -430,10 +551,17 @@ impl<'r> Checker<'r> {
                 Some(&w.value),
             ));
         }
-        if let ast::AssignmentValue::Scalar(v) = &assignment.value {
-            self.word(&v.value)?;
+        match &assignment.value {
+            ast::AssignmentValue::Scalar(v) => {
+                let word = self.word(&v.value)?;
+                super::environment_value(name, word.text().as_deref(), &w.value)
+            }
+            ast::AssignmentValue::Array(_) => Err(ShellError::new(
+                Rule::Assignment,
+                format!("{name} cannot be an array"),
+                Some(&w.value),
+            )),
         }
-        Ok(())
     }
 
     /// `name=value` on its own: a shell variable.
@@ -445,6 +573,21 @@ impl<'r> Checker<'r> {
                 n
             }
         };
+        if super::is_environment_name(name) {
+            // Already in the helper's environment, so assigning it changes what every later
+            // command gets.
+            let ast::AssignmentValue::Scalar(v) = &assignment.value else {
+                return Err(ShellError::new(
+                    Rule::Assignment,
+                    format!("{name} cannot be an array"),
+                    Some(&w.value),
+                ));
+            };
+            let word = self.word(&v.value)?;
+            super::environment_value(name, word.text().as_deref(), &w.value)?;
+            self.assign_from(name, &word);
+            return Ok(());
+        }
         self.assignable(name, &w.value)?;
         match &assignment.value {
             ast::AssignmentValue::Scalar(v) => {
@@ -468,12 +611,23 @@ impl<'r> Checker<'r> {
         Ok(())
     }
 
-    /// Whether a program may assign `name`: not a variable the prelude guards.
+    /// Whether a program may assign `name` a value it cannot see (`read`, `for`, `getopts`,
+    /// arithmetic, `${x:=…}`): not a variable the prelude or the policy guards, and not an
+    /// environment name (whose values must be checked).
     pub(super) fn assignable(&self, name: &str, at: &str) -> Result<(), ShellError> {
         if super::is_guarded_var(name) {
             return Err(ShellError::new(
                 Rule::Assignment,
                 format!("assigning {name} is not allowed; the policy sets it"),
+                Some(at),
+            ));
+        }
+        if super::is_environment_name(name) {
+            return Err(ShellError::new(
+                Rule::Assignment,
+                format!(
+                    "{name} is in the helper's environment; it may only be assigned a literal value (`{name}=C`)"
+                ),
                 Some(at),
             ));
         }
@@ -561,6 +715,15 @@ impl<'r> Checker<'r> {
     }
 }
 
+/// How bash uses a variable's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Evaluated {
+    /// As an arithmetic expression.
+    Arithmetic,
+    /// As the name of a variable (indirect expansion).
+    Name,
+}
+
 /// Where the values of one variable come from.
 #[derive(Debug, Default)]
 struct Source {
@@ -639,8 +802,9 @@ fn changes_dir(list: &ast::CompoundList) -> bool {
 }
 
 /// Variables assigned inside arithmetic (`i=0`, `i++`, `n+=2`): their values derive from the
-/// expression, whose every variable was checked, so they count as literal.
-pub(super) fn arithmetic_assignments(text: &str, checker: &mut Checker<'_>) {
+/// expression, whose every variable was checked, so they count as literal; they must be
+/// assignable.
+pub(super) fn arithmetic_assignments(text: &str, checker: &mut Checker<'_>) -> Result<(), ShellError> {
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -657,10 +821,12 @@ pub(super) fn arithmetic_assignments(text: &str, checker: &mut Checker<'_>) {
                 .iter()
                 .any(|op| rest.starts_with(op));
             if assigned {
+                checker.assignable(&text[start..i], text)?;
                 checker.assign(&text[start..i], true);
             }
         } else {
             i += 1;
         }
     }
+    Ok(())
 }

@@ -26,6 +26,8 @@ pub(crate) enum Seg {
     /// A plain variable (`$x`, `${x}`): known only at run time, but the program's own
     /// assignments to it may tell what it can hold.
     Var(String),
+    /// A number bash computes (`$(( ))`, `$#`, `${#x}`).
+    Number,
 }
 
 /// What each variable may hold, from the program's literal assignments: `None` when some
@@ -46,6 +48,8 @@ pub(crate) struct Word {
     /// Whether it carries text from outside the program: command output, request arguments,
     /// a home directory, an indirect expansion.
     pub(crate) opaque: bool,
+    /// Whether an expansion in it yields several words (`"$@"`, `"${a[@]}"`).
+    pub(crate) multi: bool,
 }
 
 impl Word {
@@ -57,7 +61,13 @@ impl Word {
             unquoted_expansion: false,
             vars: Vec::new(),
             opaque: false,
+            multi: false,
         }
+    }
+
+    /// Whether bash may make several words of it: a glob, a brace expansion, `"$@"`.
+    pub(crate) fn may_split(&self) -> bool {
+        self.multi || self.has_glob()
     }
 
     /// The word's one value, if bash expands it to exactly this text: no expansion, no glob,
@@ -76,6 +86,20 @@ impl Word {
         for seg in &self.segs {
             match seg {
                 Seg::Quoted(s) | Seg::Unquoted(s) => out.push_str(s),
+                Seg::Unknown | Seg::Var(_) | Seg::Number => return None,
+            }
+        }
+        Some(out)
+    }
+
+    /// Like [`Word::text`], with each computed number standing as `0`: the value's shape when
+    /// it is literal text and numbers.
+    pub(crate) fn numeric_text(&self) -> Option<String> {
+        let mut out = String::new();
+        for seg in &self.segs {
+            match seg {
+                Seg::Quoted(s) | Seg::Unquoted(s) => out.push_str(s),
+                Seg::Number => out.push('0'),
                 Seg::Unknown | Seg::Var(_) => return None,
             }
         }
@@ -97,6 +121,7 @@ impl Word {
         for seg in &self.segs {
             match seg {
                 Seg::Unknown | Seg::Var(_) => return true,
+                Seg::Number => return false,
                 Seg::Quoted(t) if !t.is_empty() => return t.starts_with('-'),
                 Seg::Unquoted(t) if !t.is_empty() => {
                     return t.starts_with(['-', '*', '?', '[', '{']);
@@ -123,7 +148,7 @@ impl Word {
                 // An expansion may fill in a name, not make path structure: a word whose
                 // every `/` comes from outside is a value from outside, not a path the
                 // program names.
-                Seg::Unknown => vec![vec![Tok::Many(Set::NotSlash)]],
+                Seg::Unknown | Seg::Number => vec![vec![Tok::Many(Set::NotSlash)]],
                 Seg::Unquoted(t) => braces(t).iter().map(|alt| glob_tokens(alt)).collect(),
             };
             if shapes.len() * alternatives.len() > MAX_SHAPES {
@@ -382,6 +407,7 @@ impl Checker<'_> {
             unquoted_expansion: false,
             vars: Vec::new(),
             opaque: false,
+            multi: false,
         };
         for p in &pieces {
             self.piece(p, raw, false, &mut out)?;
@@ -410,7 +436,14 @@ impl Checker<'_> {
                     out.segs.push(Seg::Quoted(c.to_owned()));
                 }
             }
-            WordPiece::DoubleQuotedSequence(inner) | WordPiece::GettextDoubleQuotedSequence(inner) => {
+            WordPiece::GettextDoubleQuotedSequence(_) => {
+                return Err(ShellError::new(
+                    Rule::Evaluation,
+                    "`$\"…\"` looks its text up in a message catalogue, whose translations bash expands again (they can hold command substitutions); write \"…\"",
+                    Some(raw),
+                ));
+            }
+            WordPiece::DoubleQuotedSequence(inner) => {
                 // An empty "" still makes the word exist.
                 out.segs.push(Seg::Quoted(String::new()));
                 for p in inner {
@@ -422,7 +455,7 @@ impl Checker<'_> {
                 out.segs.push(Seg::Unknown);
             }
             WordPiece::ParameterExpansion(expr) => {
-                self.parameter(expr, raw, out)?;
+                self.parameter(expr, raw, quoted, out)?;
                 if !quoted {
                     out.unquoted_expansion = true;
                 }
@@ -431,12 +464,23 @@ impl Checker<'_> {
                         parameter: Parameter::Named(name),
                         indirect: false,
                     } => Seg::Var(name.clone()),
+                    P::ParameterLength { indirect: false, .. }
+                    | P::Parameter {
+                        parameter:
+                            Parameter::Special(
+                                SpecialParameter::PositionalParameterCount
+                                | SpecialParameter::LastExitStatus
+                                | SpecialParameter::ProcessId
+                                | SpecialParameter::LastBackgroundProcessId,
+                            ),
+                        indirect: false,
+                    } => Seg::Number,
                     _ => Seg::Unknown,
                 });
             }
             WordPiece::ArithmeticExpression(e) => {
                 self.arithmetic(&e.value, "an arithmetic expansion $(( ))")?;
-                out.segs.push(Seg::Unknown);
+                out.segs.push(Seg::Number);
             }
             WordPiece::CommandSubstitution(code) | WordPiece::BackquotedCommandSubstitution(code) => {
                 self.subprogram(code)?;
@@ -452,8 +496,26 @@ impl Checker<'_> {
 
     /// A parameter expansion: the words inside it (defaults, patterns) are words in turn, and
     /// what bash evaluates is recorded. Where its value comes from is added to `out`.
-    fn parameter(&mut self, expr: &ParameterExpr, raw: &str, out: &mut Word) -> Result<(), ShellError> {
+    fn parameter(
+        &mut self,
+        expr: &ParameterExpr,
+        raw: &str,
+        quoted: bool,
+        out: &mut Word,
+    ) -> Result<(), ShellError> {
+        // Inside double quotes, bash reads a `${…}`'s words (defaults, patterns) as double-quoted
+        // text: a `'` there is an ordinary character, so `"${x:-'$(id)'}"` runs `id`. The parser
+        // reads those `'` as quotes; rather than guess, such words are refused.
+        let nested_quote = |w: &str| quoted && w.contains('\'') && (w.contains('$') || w.contains('`'));
         use ParameterExpr as P;
+
+        fn quoted_nested(raw: &str) -> ShellError {
+            ShellError::new(
+                Rule::Expansion,
+                "a `'` inside a `${…}` within double quotes is an ordinary character to bash, not a quote; write the word without it",
+                Some(raw),
+            )
+        }
         let (parameter, indirect, words): (&Parameter, bool, Vec<&str>) = match expr {
             P::Parameter { parameter, indirect } | P::ParameterLength { parameter, indirect } => {
                 (parameter, *indirect, Vec::new())
@@ -522,12 +584,25 @@ impl Checker<'_> {
                 default_value,
                 ..
             } => {
+                if default_value.as_deref().is_some_and(nested_quote) {
+                    return Err(quoted_nested(raw));
+                }
                 let value = match default_value {
                     Some(v) => self.word(v)?,
                     None => Word::literal_text(""),
                 };
-                if let Parameter::Named(name) = parameter {
-                    self.assign_from(name, &value);
+                match parameter {
+                    Parameter::Named(name) => {
+                        self.assignable(name, raw)?;
+                        self.assign_from(name, &value);
+                    }
+                    _ => {
+                        return Err(ShellError::new(
+                            Rule::Assignment,
+                            "`${…:=…}` may only assign a plain variable",
+                            Some(raw),
+                        ));
+                    }
                 }
                 out.vars.extend(value.vars);
                 out.opaque |= value.opaque;
@@ -570,14 +645,29 @@ impl Checker<'_> {
                 words.extend(replacement.as_deref());
                 (parameter, *indirect, words)
             }
-            P::VariableNames { .. } | P::MemberKeys { .. } => return Ok(()),
+            P::VariableNames { concatenate, .. } | P::MemberKeys { concatenate, .. } => {
+                out.multi |= !concatenate;
+                return Ok(());
+            }
         };
         for w in words {
+            if nested_quote(w) {
+                return Err(quoted_nested(raw));
+            }
             let inner = self.word(w)?;
             out.vars.extend(inner.vars);
             out.opaque |= inner.opaque;
         }
         let length = matches!(expr, P::ParameterLength { .. });
+        out.multi |= !length
+            && matches!(
+                parameter,
+                Parameter::Special(SpecialParameter::AllPositionalParameters { concatenate: false })
+                    | Parameter::NamedWithAllIndices {
+                        concatenate: false,
+                        ..
+                    }
+            );
         match parameter {
             _ if indirect => out.opaque = true,
             Parameter::Named(name)
@@ -598,7 +688,7 @@ impl Checker<'_> {
         }
         match parameter {
             Parameter::Named(name) | Parameter::NamedWithAllIndices { name, .. } if indirect => {
-                self.eval_ref(
+                self.name_ref(
                     name,
                     raw,
                     "an indirect expansion ${!name} (its value names the variable read)",
@@ -607,7 +697,7 @@ impl Checker<'_> {
             Parameter::NamedWithIndex { name, index } => {
                 self.arithmetic(index, "an array subscript")?;
                 if indirect {
-                    self.eval_ref(name, raw, "an indirect expansion ${!name}");
+                    self.name_ref(name, raw, "an indirect expansion ${!name}");
                 }
             }
             Parameter::Positional(_) | Parameter::Special(_) if indirect => {
@@ -711,7 +801,7 @@ impl Checker<'_> {
                 i += 1;
             }
         }
-        super::walk::arithmetic_assignments(text, self);
+        super::walk::arithmetic_assignments(text, self)?;
         Ok(())
     }
 
@@ -837,6 +927,7 @@ mod tests {
             unquoted_expansion: false,
             vars: Vec::new(),
             opaque: false,
+            multi: false,
         };
         let sensitive = pattern_tokens("*proc/*environ");
         let reaches = |w: &Word| w.shapes(&Values::new()).iter().any(|s| intersects(s, &sensitive));
