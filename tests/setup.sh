@@ -7,7 +7,9 @@
 #   - libseccomp-dev and pkg-config (apt-get), to build the seccomp filter;
 #   - ruff (PyPI) in the venv target/tools-venv, the real Python linter the tests run sandboxed;
 #   - ripgrep (crates.io) built for wasm32-wasip1 into target/wasm-tools, a real third-party
-#     helper the tests run through wrun.
+#     helper the tests run through wrun;
+#   - the Microsoft SARIF multitool (npm) into target/tools-npm, which checks wrun's SARIF against
+#     GitHub code scanning's rules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,4 +43,10 @@ fi
 
 if [ ! -f target/wasm-tools/bin/rg.wasm ]; then
     cargo install ripgrep --locked --target wasm32-wasip1 --root target/wasm-tools
+fi
+
+if [ ! -x target/tools-npm/node_modules/.bin/sarif-multitool ]; then
+    command -v npm >/dev/null 2>&1 || $sudo apt-get install -y -qq npm
+    mkdir -p target/tools-npm
+    npm install --silent --prefix target/tools-npm @microsoft/sarif-multitool
 fi

@@ -2,7 +2,9 @@
 //! never re-split and never through a shell, and
 //!
 //! - a value starting with `-` is refused unless the helper's definition declares it as a flag
-//!   (no option injection: `--output=/etc/x`, `-e`, `--config`);
+//!   (no option injection: `--output=/etc/x`, `-e`, `--config`); a flag declared with a trailing
+//!   `=` (`-S=`, `--severity=`) takes a value, given as the next argument or after `=` (long
+//!   flags), which may not be empty, start with `-` or `~`, be absolute or contain a `..` part;
 //! - every other value is a path that must stay inside the worktree: no absolute paths, no `..`,
 //!   and it must resolve (symlinks followed, through a cap-std handle) to something inside;
 //!   paths are passed after `--`, so a file named `-rf` is still a file;
@@ -16,7 +18,8 @@ use cap_std::fs::Dir;
 /// What the helper's definition allows a model to pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArgRules {
-    /// Flags the helper accepts from a model, exactly as written (`--fix`, `-v`).
+    /// Flags the helper accepts from a model, exactly as written (`--fix`, `-v`); with a
+    /// trailing `=`, a flag that takes a value (`-S=`, `--severity=`).
     pub flags: Vec<String>,
     /// At most this many arguments.
     pub max_count: usize,
@@ -32,6 +35,22 @@ impl Default for ArgRules {
             max_count: 64,
             max_len: 4096,
         }
+    }
+}
+
+/// Why a flag's value is refused: it would be read as an option, or, read as a path, it would
+/// leave the worktree (the value may well be a path: `--config=FILE`).
+fn bad_value(value: &str) -> Option<&'static str> {
+    if value.is_empty() {
+        Some("may not be empty")
+    } else if value.starts_with('-') {
+        Some("may not start with `-`")
+    } else if value.starts_with('/') || value.starts_with('~') {
+        Some("may not be an absolute path")
+    } else if value.split(['/', '=', ',', ':']).any(|part| part == "..") {
+        Some("may not name a parent directory (`..`)")
+    } else {
+        None
     }
 }
 
@@ -69,6 +88,14 @@ pub fn check(args: &[String], rules: &ArgRules, worktree: &Path) -> Result<Vec<S
         .map_err(|e| refuse(0, "", &format!("cannot open the worktree: {e}")))?;
     let mut flags = Vec::new();
     let mut paths = Vec::new();
+    let valued: Vec<&str> = rules.flags.iter().filter_map(|f| f.strip_suffix('=')).collect();
+    let plain: Vec<&str> = rules
+        .flags
+        .iter()
+        .filter(|f| !f.ends_with('='))
+        .map(String::as_str)
+        .collect();
+    let mut expecting: Option<&str> = None;
     for (i, arg) in args.iter().enumerate() {
         if arg.len() > rules.max_len {
             return Err(refuse(i, arg, &format!("longer than {} bytes", rules.max_len)));
@@ -76,8 +103,30 @@ pub fn check(args: &[String], rules: &ArgRules, worktree: &Path) -> Result<Vec<S
         if arg.contains(['\0', '\n', '\r']) {
             return Err(refuse(i, arg, "contains NUL or a line break"));
         }
+        if let Some(flag) = expecting.take() {
+            if let Some(why) = bad_value(arg) {
+                return Err(refuse(i, arg, &format!("the value of {flag} {why}")));
+            }
+            flags.push(arg.clone());
+            continue;
+        }
         if arg.starts_with('-') {
-            if rules.flags.iter().any(|f| f == arg) {
+            if plain.contains(&arg.as_str()) {
+                flags.push(arg.clone());
+                continue;
+            }
+            if let Some(flag) = valued.iter().find(|f| **f == arg.as_str()) {
+                flags.push(arg.clone());
+                expecting = Some(flag);
+                continue;
+            }
+            if let Some((flag, value)) = arg.split_once('=')
+                && flag.starts_with("--")
+                && valued.contains(&flag)
+            {
+                if let Some(why) = bad_value(value) {
+                    return Err(refuse(i, arg, &format!("the value of {flag} {why}")));
+                }
                 flags.push(arg.clone());
                 continue;
             }
@@ -106,6 +155,9 @@ pub fn check(args: &[String], rules: &ArgRules, worktree: &Path) -> Result<Vec<S
             .filter(|c| !matches!(c, Component::CurDir))
             .collect();
         paths.push(normalized.to_string_lossy().into_owned());
+    }
+    if let Some(flag) = expecting {
+        return Err(refuse(args.len(), "", &format!("{flag} needs a value")));
     }
     let mut out = flags;
     out.push("--".to_owned());
@@ -167,5 +219,36 @@ mod tests {
         assert!(check(&[long], &rules, &wt).is_err());
         let many: Vec<String> = (0..65).map(|_| "src".to_owned()).collect();
         assert!(check(&many, &rules, &wt).is_err());
+    }
+
+    #[test]
+    fn a_flag_declared_with_a_value_takes_one_that_is_not_an_option() {
+        let (_tmp, wt) = fixture();
+        let rules = ArgRules {
+            flags: strings(&["-S=", "--severity=", "--fix"]),
+            ..ArgRules::default()
+        };
+        let out = check(
+            &strings(&["-S", "warning", "--severity=error", "src"]),
+            &rules,
+            &wt,
+        )
+        .expect("valid");
+        assert_eq!(out, strings(&["-S", "warning", "--severity=error", "--", "src"]));
+        for bad in [
+            &["-S"][..],
+            &["-S", "--fix"],
+            &["-S", "-x"],
+            &["--severity="],
+            &["--severity=-x"],
+            &["-S=warning"],
+            &["--fix=1"],
+            &["-S", "/etc/passwd"],
+            &["--severity=../x"],
+            &["-S", "a/../../b"],
+            &["-S", "~root"],
+        ] {
+            assert!(check(&strings(bad), &rules, &wt).is_err(), "{bad:?} passed");
+        }
     }
 }

@@ -77,7 +77,9 @@ pub enum WorktreeAccess {
 pub struct ModelArgs {
     /// At most this many arguments (at most 64).
     pub max: usize,
-    /// Flags accepted exactly as written; every other argument is a path inside the worktree.
+    /// Flags accepted exactly as written (`--fix`, `--format=json`); one ending in `=` takes a
+    /// value (`-S=` accepts `-S warning`, `--severity=` also `--severity=warning`). Every other
+    /// argument is a path inside the worktree.
     #[serde(default)]
     pub flags: Vec<String>,
 }
@@ -244,11 +246,12 @@ impl Definition {
             if m.max == 0 || m.max > MAX_MODEL_ARGS {
                 return Err(format!("model_args.max must be 1..={MAX_MODEL_ARGS}"));
             }
-            if let Some(f) = m
-                .flags
-                .iter()
-                .find(|f| !f.starts_with('-') || f.contains(['\0', '\n']))
-            {
+            if let Some(f) = m.flags.iter().find(|f| {
+                let name = f.strip_suffix('=').unwrap_or(f);
+                !name.starts_with('-')
+                    || matches!(name, "-" | "--")
+                    || name.chars().any(|c| c.is_whitespace() || c.is_control())
+            }) {
                 return Err(format!("model_args.flags: {f:?} is not a flag"));
             }
         }
@@ -362,6 +365,14 @@ worktree = "rw"
             ),
             (
                 "version = 1\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\nmodel_args = { max = 2, flags = [\"fix\"] }\n",
+                "not a flag",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\nmodel_args = { max = 2, flags = [\"--=\"] }\n",
+                "not a flag",
+            ),
+            (
+                "version = 1\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\nmodel_args = { max = 2, flags = [\"-S x=\"] }\n",
                 "not a flag",
             ),
             (

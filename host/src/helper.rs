@@ -412,7 +412,7 @@ pub fn plan(
         decisions.push("git runs with its configuration isolated".to_owned());
     }
     for dropped in guard(&job.env).dropped {
-        decisions.push(format!("env {} dropped ({:?})", dropped.name, dropped.reason));
+        decisions.push(format!("env {} dropped ({})", dropped.name, dropped.reason));
     }
     Ok(Plan {
         helper,

@@ -121,7 +121,9 @@ fn secret_scan_finds_credentials_in_changed_files_only() {
         wt.path(),
         &["run", "--no-cache", "--changed-files", &list, SECRET_SCAN_WASM],
     );
-    assert_eq!((out.status.code(), out.stdout.len()), (Some(0), 0));
+    // Nothing but the helper's description of itself and its rules.
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("wrun_finding"));
 }
 
 #[test]
@@ -421,4 +423,113 @@ fn ripgrep_built_for_wasi_runs_as_a_helper() {
         ],
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "beta\n");
+}
+
+/// Validates a SARIF log with Microsoft's SARIF multitool under the GitHub code-scanning rules,
+/// the checks a SARIF upload goes through. Returns the errors and warnings it reports.
+fn multitool_complaints(sarif: &[u8]) -> Vec<String> {
+    let tool = wrun_tests::workspace_root().join("target/tools-npm/node_modules/.bin/sarif-multitool");
+    if !tool.exists() {
+        let reason = format!("{} is missing; tests/setup.sh installs it", tool.display());
+        assert!(std::env::var_os("WRUN_REQUIRE_NATIVE").is_none(), "{reason}");
+        eprintln!("skipping the multitool check: {reason}");
+        return Vec::new();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.sarif");
+    let report = dir.path().join("report.sarif");
+    std::fs::write(&input, sarif).unwrap();
+    let out = Command::new(&tool)
+        .args(["validate", "--rule-kind", "Gh", "-o"])
+        .arg(&report)
+        .arg(&input)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(report.exists(), "the multitool did not run: {text}");
+    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let mut complaints: Vec<String> = report["runs"][0]["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| matches!(r["level"].as_str(), Some("error" | "warning") | None))
+        .map(|r| r.to_string())
+        .collect();
+    if !out.status.success() {
+        complaints.push(text);
+    }
+    complaints
+}
+
+#[test]
+fn sarif_passes_the_code_scanning_checks_for_findings_failures_and_undescribed_rules() {
+    // A described helper with findings.
+    let wt = worktree(&[("config.py", b"AWS_KEY = \"AKIAIOSFODNN7EXAMPLE\"\n")]);
+    let out = wrun(
+        wt.path(),
+        &["run", "--no-cache", "--format", "sarif", SECRET_SCAN_WASM],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let sarif: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let driver = &sarif["runs"][0]["tool"]["driver"];
+    assert_eq!(driver["name"], "secret-scan");
+    let rules = driver["rules"].as_array().unwrap();
+    let aws = rules.iter().find(|r| r["id"] == "aws-access-key-id").unwrap();
+    assert!(
+        aws["shortDescription"]["text"].as_str().unwrap().len() > 3,
+        "{aws}"
+    );
+    assert_eq!(multitool_complaints(&out.stdout), Vec::<String>::new());
+
+    // A helper that describes nothing, reporting a rule under a path with spaces and a '#'.
+    let finding = br#"{"wrun_finding":1,"path":"src/a b#c.rs","line":3,"severity":"warning","rule":"odd-rule","message":"look here"}"#;
+    let wt = worktree(&[("f.jsonl", finding), ("src/a b#c.rs", b"1\n2\n3\n")]);
+    let out = wrun(
+        wt.path(),
+        &[
+            "run",
+            "--no-cache",
+            "--format",
+            "sarif",
+            wrun_tests::GUEST_WASM,
+            "--",
+            "read",
+            "f.jsonl",
+        ],
+    );
+    let sarif: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let result = &sarif["runs"][0]["results"][0];
+    assert_eq!(result["ruleId"], "odd-rule");
+    assert_eq!(
+        result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "src/a%20b%23c.rs"
+    );
+    assert_eq!(multitool_complaints(&out.stdout), Vec::<String>::new());
+
+    // A run that timed out: no results, the failure said as a notification, still valid.
+    let out = wrun(
+        wt.path(),
+        &[
+            "run",
+            "--no-cache",
+            "--format",
+            "sarif",
+            "--timeout",
+            "300ms",
+            wrun_tests::GUEST_WASM,
+            "--",
+            "spin",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(124));
+    let sarif: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let invocation = &sarif["runs"][0]["invocations"][0];
+    assert_eq!(invocation["executionSuccessful"], false);
+    assert!(
+        invocation["toolExecutionNotifications"]
+            .to_string()
+            .contains("timed out"),
+        "{invocation}"
+    );
+    assert_eq!(multitool_complaints(&out.stdout), Vec::<String>::new());
 }

@@ -63,6 +63,18 @@ pub enum DropReason {
     Duplicate,
 }
 
+impl std::fmt::Display for DropReason {
+    /// Why, for a person.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DropReason::Secret => "a credential: never passed to a helper",
+            DropReason::PolicyOnly => "it changes how code is loaded: only the operator's policy may set it",
+            DropReason::Malformed => "not a valid environment entry",
+            DropReason::Duplicate => "set again later",
+        })
+    }
+}
+
 /// A variable the guard dropped: its name and why, never its value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DroppedEnv {

@@ -57,6 +57,23 @@ impl Status {
     }
 }
 
+impl std::fmt::Display for Status {
+    /// How the helper ended, for a person: `exited with code 1`, `timed out`, …
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Exited { code } => write!(f, "exited with code {code}"),
+            Status::TimedOut => f.write_str("timed out"),
+            Status::OutOfFuel => f.write_str("ran out of fuel"),
+            Status::OutOfMemory => f.write_str("exceeded its memory limit"),
+            Status::Trapped { message } => write!(f, "trapped: {message}"),
+            Status::Signaled { signal } => write!(f, "was killed by signal {signal}"),
+            Status::OutOfCpu => f.write_str("used up its CPU time"),
+            Status::FileTooLarge => f.write_str("tried to write past its file-size limit"),
+            Status::Refused { reason } => write!(f, "was refused: {reason}"),
+        }
+    }
+}
+
 /// Which backend ran the helper and how it was confined.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]

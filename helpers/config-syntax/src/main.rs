@@ -6,6 +6,29 @@ use wrun_guest::{Finding, Severity, emit};
 const MAX_FILE: u64 = 8 << 20;
 
 fn main() {
+    wrun_guest::describe(
+        &wrun_guest::ToolInfo::new("config-syntax", env!("CARGO_PKG_VERSION")),
+        &[
+            wrun_guest::RuleInfo::new(
+                "invalid-json",
+                "A JSON file that does not parse",
+                "A changed .json file with a syntax error, at the line and column the parser stopped.",
+                "Fix the syntax at the reported position.",
+            ),
+            wrun_guest::RuleInfo::new(
+                "invalid-toml",
+                "A TOML file that does not parse",
+                "A changed .toml file with a syntax error, at the line and column the parser stopped.",
+                "Fix the syntax at the reported position.",
+            ),
+            wrun_guest::RuleInfo::new(
+                "invalid-yaml",
+                "A YAML file that does not parse",
+                "A changed .yml or .yaml file with a syntax error, at the line and column the parser stopped.",
+                "Fix the syntax at the reported position.",
+            ),
+        ],
+    );
     wrun_guest::run_helper("config-syntax", |changes| {
         let mut found = 0;
         for file in changes.files_or_walk(wrun_guest::worktree()) {

@@ -10,6 +10,23 @@ use wrun_guest::{Finding, Severity, emit};
 const DEFAULT_MAX: u64 = 1 << 20;
 
 fn main() {
+    wrun_guest::describe(
+        &wrun_guest::ToolInfo::new("large-files", env!("CARGO_PKG_VERSION")),
+        &[
+            wrun_guest::RuleInfo::new(
+                "oversized-file",
+                "A file over the size limit",
+                "A changed file larger than the limit the helper was given (--max-size, 1 MiB by default).",
+                "Keep large files out of the repository (Git LFS, a release artifact) or raise the limit for this path.",
+            ),
+            wrun_guest::RuleInfo::new(
+                "binary-file",
+                "A binary file",
+                "A changed file that is binary (it holds NUL bytes) where text was expected.",
+                "Keep binary files out of the repository, or mark them in .gitattributes if they belong there.",
+            ),
+        ],
+    );
     wrun_guest::run_helper("large-files", |changes| {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let max = match args.as_slice() {

@@ -7,6 +7,29 @@ use wrun_guest::{Finding, Severity, emit};
 const MAX_FILE: u64 = 4 << 20;
 
 fn main() {
+    wrun_guest::describe(
+        &wrun_guest::ToolInfo::new("line-hygiene", env!("CARGO_PKG_VERSION")),
+        &[
+            wrun_guest::RuleInfo::new(
+                "conflict-marker",
+                "A merge-conflict marker",
+                "A line that starts with a merge-conflict marker (<<<<<<<, =======, >>>>>>>) left in a changed line.",
+                "Resolve the conflict and remove the marker lines.",
+            ),
+            wrun_guest::RuleInfo::new(
+                "trailing-whitespace",
+                "Trailing whitespace",
+                "A changed line that ends in spaces or tabs.",
+                "Remove the whitespace at the end of the line (the finding carries the fix).",
+            ),
+            wrun_guest::RuleInfo::new(
+                "missing-final-newline",
+                "No newline at the end of the file",
+                "A changed file whose last line does not end in a newline.",
+                "End the file with a newline.",
+            ),
+        ],
+    );
     wrun_guest::run_helper("line-hygiene", |changes| {
         let mut found = 0;
         for file in changes.files_or_walk(wrun_guest::worktree()) {

@@ -12,6 +12,35 @@ use wrun_guest::{Finding, Severity, emit};
 const MAX_FILE: u64 = 4 << 20;
 
 fn main() {
+    wrun_guest::describe(
+        &wrun_guest::ToolInfo::new("secret-scan", env!("CARGO_PKG_VERSION")),
+        &[
+            wrun_guest::RuleInfo::new(
+                "aws-access-key-id",
+                "An AWS access key id",
+                "An AWS access key id (AKIA or ASIA and 16 characters) in a changed file: with its secret key it gives access to an AWS account.",
+                "Remove the key from the change and rotate it in AWS: a key that reached a pull request is public.",
+            ),
+            wrun_guest::RuleInfo::new(
+                "github-token",
+                "A GitHub token",
+                "A GitHub personal access, OAuth, user-to-server, server-to-server or refresh token in a changed file.",
+                "Remove the token from the change and revoke it on GitHub: a token that reached a pull request is public.",
+            ),
+            wrun_guest::RuleInfo::new(
+                "private-key",
+                "A private key",
+                "A PEM private key block in a changed file.",
+                "Remove the key from the change and replace it wherever it is used: a key that reached a pull request is public.",
+            ),
+            wrun_guest::RuleInfo::new(
+                "high-entropy-secret",
+                "A secret-looking value",
+                "A long, random-looking value assigned to a name like secret, token, password or api key.",
+                "If it is a credential, remove it and rotate it; if not, rename the variable or lower the value's entropy.",
+            ),
+        ],
+    );
     wrun_guest::run_helper("secret-scan", |changes| {
         let rules = Rules::new();
         let mut found = 0;

@@ -80,9 +80,20 @@ pub(crate) struct HelperCmd {
     #[arg(long, conflicts_with = "json")]
     for_model: bool,
 
-    /// Print the whole Outcome as JSON.
+    /// Print the whole Outcome as JSON (with the findings, for `--format text|sarif`).
     #[arg(long)]
     json: bool,
+
+    /// How to print the helper's stdout: `raw` as written; `text` or `sarif` (SARIF 2.1.0) to read
+    /// it as findings (JSON Lines of the wrun-guest protocol).
+    #[arg(long, value_enum, default_value = "raw", conflicts_with = "for_model")]
+    format: crate::cli::run::Format,
+
+    /// The pull request's changed files, handed to the helper on stdin as the wrun-guest
+    /// changed-file list: a file (`-` for wrun's stdin) with one path per line
+    /// (`git diff --name-only`), or already in the JSON form.
+    #[arg(long, value_name = "FILE")]
+    changed_files: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -276,7 +287,11 @@ impl HelperCmd {
         config.cache_dir = ambient::default_cache_dir();
         let runner = Runner::new(WasmSandbox::new(config)?, Some(native));
         let limits = plan.job.limits.clone();
-        let outcome = runner.run(plan.job).await?;
+        let mut job = plan.job;
+        if let Some(path) = &self.changed_files {
+            job = job.stdin(crate::cli::run::changed_files(path, limits.timeout).await?);
+        }
+        let outcome = runner.run(job).await?;
         if let Some(log) = &audit_log {
             let record = Record::new(
                 &plan.helper,
@@ -289,16 +304,12 @@ impl HelperCmd {
             audit::append(log, &record)
                 .with_context(|| format!("writing the audit log {}", log.display()))?;
         }
-        let mut stdout = crate::cli::out::Out;
-        if self.json {
-            serde_json::to_writer_pretty(&mut stdout, &outcome)?;
-            writeln!(stdout)?;
-        } else if self.for_model {
+        if self.for_model {
             let nonce = untrusted::Nonce::random()
                 .map_err(|e| anyhow::anyhow!("no randomness for the nonce: {e}"))?;
-            stdout.write_all(untrusted::render(&plan.helper, &outcome, &nonce).as_bytes())?;
+            crate::cli::out::Out.write_all(untrusted::render(&plan.helper, &outcome, &nonce).as_bytes())?;
         } else {
-            crate::cli::run::report(&outcome, false, limits.timeout)?;
+            crate::cli::run::print_outcome(&outcome, self.format, self.json, &plan.helper, limits.timeout)?;
         }
         if let Backend::Native {
             confinement: wrun_runtime::Confinement::Unsandboxed { reason },

@@ -15,9 +15,9 @@ use wrun_runtime::{
     Status, WasmConfig, WasmModule, WasmSandbox,
 };
 
-/// Output formats of `wrun run`.
+/// Output formats of `wrun run` and `wrun helper`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
+pub(crate) enum Format {
     Raw,
     Text,
     Sarif,
@@ -301,28 +301,53 @@ impl RunCmd {
             .file_stem()
             .map_or_else(|| "helper".to_owned(), |s| s.to_string_lossy().into_owned());
         let outcome = runner.run(job).await?;
-        match self.format {
-            Format::Raw => report(&outcome, self.json, limits.timeout)?,
-            Format::Text | Format::Sarif => {
-                let parsed = wrun_host::findings::parse(&outcome.stdout);
-                let rendered = if self.format == Format::Text {
-                    wrun_host::findings::to_text(&parsed)
-                } else {
-                    let success = matches!(outcome.status, Status::Exited { code: 0 | 1 });
-                    let mut s = serde_json::to_string_pretty(&wrun_host::findings::to_sarif(
-                        &tool, &parsed, success,
-                    ))?;
-                    s.push('\n');
-                    s
-                };
-                let mut quiet = outcome.clone();
-                quiet.stdout = wrun_runtime::Captured::empty();
-                report(&quiet, false, limits.timeout)?;
-                Out.write_all(rendered.as_bytes())?;
-            }
-        }
+        print_outcome(&outcome, self.format, self.json, &tool, limits.timeout)?;
         Ok(exit::for_status(&outcome.status))
     }
+}
+
+/// Prints a finished run as asked: the helper's own streams (`raw`), its findings as text or
+/// SARIF (with its stderr and wrun's notes on stderr), or with `--json` the whole Outcome,
+/// which for `text` and `sarif` also carries the parsed findings (and the SARIF log).
+pub(crate) fn print_outcome(
+    outcome: &Outcome,
+    format: Format,
+    json: bool,
+    tool: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    if format == Format::Raw {
+        return report(outcome, json, timeout);
+    }
+    let parsed = wrun_host::findings::parse(&outcome.stdout);
+    let invocation = wrun_host::findings::Invocation {
+        tool,
+        status: &outcome.status,
+        timeout,
+    };
+    if json {
+        let mut value = serde_json::to_value(outcome)?;
+        value["findings"] = serde_json::to_value(&parsed)?;
+        if format == Format::Sarif {
+            value["sarif"] = wrun_host::findings::to_sarif(&parsed, &invocation);
+        }
+        let mut text = serde_json::to_string_pretty(&value)?;
+        text.push('\n');
+        Out.write_all(text.as_bytes())?;
+        return Ok(());
+    }
+    let rendered = if format == Format::Text {
+        wrun_host::findings::to_text(&parsed)
+    } else {
+        let mut s = serde_json::to_string_pretty(&wrun_host::findings::to_sarif(&parsed, &invocation))?;
+        s.push('\n');
+        s
+    };
+    let mut quiet = outcome.clone();
+    quiet.stdout = wrun_runtime::Captured::empty();
+    report(&quiet, false, timeout)?;
+    Out.write_all(rendered.as_bytes())?;
+    Ok(())
 }
 
 /// Refuses a memory limit below what the module declares it starts with.
@@ -505,7 +530,7 @@ fn shebang(path: &std::path::Path) -> Option<(String, Option<String>)> {
 
 /// The changed-file list for the helper's stdin, from a file or `-` (wrun's stdin, read within
 /// the job's timeout and at most 8 MiB): JSON as given, or one path per line converted.
-async fn changed_files(path: &std::path::Path, timeout: Duration) -> anyhow::Result<Vec<u8>> {
+pub(crate) async fn changed_files(path: &std::path::Path, timeout: Duration) -> anyhow::Result<Vec<u8>> {
     use tokio::io::AsyncReadExt;
     let mut bytes = Vec::new();
     if path.as_os_str() == "-" {
@@ -559,11 +584,7 @@ pub(crate) fn report(outcome: &Outcome, json: bool, timeout: Duration) -> anyhow
     let mut stderr = ErrOut;
     stderr.write_all(&outcome.stderr.rendered)?;
     for dropped in &outcome.env_dropped {
-        writeln!(
-            stderr,
-            "wrun: dropped env {} ({:?})",
-            dropped.name, dropped.reason
-        )?;
+        writeln!(stderr, "wrun: dropped env {} ({})", dropped.name, dropped.reason)?;
     }
     let note = match &outcome.status {
         Status::Exited { .. } => None,
@@ -580,7 +601,7 @@ pub(crate) fn report(outcome: &Outcome, json: bool, timeout: Duration) -> anyhow
         Status::Signaled { signal } => Some(format!("helper was killed by signal {signal}")),
         Status::OutOfCpu => Some("helper used up its CPU time; raise --cpu if this is expected".to_owned()),
         Status::FileTooLarge => Some("helper tried to write past --max-file-size".to_owned()),
-        other => Some(format!("helper ended: {other:?}")),
+        other => Some(format!("helper {other}")),
     };
     if let wrun_runtime::Backend::Native {
         confinement: wrun_runtime::Confinement::Unsandboxed { reason },
