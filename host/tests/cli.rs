@@ -556,12 +556,29 @@ fn doctor_reports_the_machine() {
     for key in [
         "bwrap",
         "seccomp",
-        "pids cgroup",
+        "limits enforced by",
         "landlock",
         "launch probe",
         "verdict",
     ] {
         assert!(text.contains(key), "{key} missing: {text}");
+    }
+    // Which of cgroup v2, cgroup v1 or rlimits, as the kernel offers (this machine: v1, with
+    // a hybrid unified hierarchy for cgroup.kill).
+    let enforced = text
+        .lines()
+        .find(|l| l.starts_with("limits enforced by"))
+        .unwrap();
+    if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        assert!(
+            enforced.contains("cgroup v2") || enforced.contains("rlimits only: cgroup v2"),
+            "{enforced}"
+        );
+    } else if std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists() && nix_is_root() {
+        assert!(
+            enforced.contains("cgroup v1: pids under /sys/fs/cgroup/pids"),
+            "{enforced}"
+        );
     }
     // The kernel is asked (landlock_create_ruleset with the version flag), not the LSM list.
     let kernel_has_it =

@@ -46,7 +46,7 @@ pub use job::{Access, Job, Mount, Program, Stdin, WasmModule};
 pub use limits::{ByteSize, Limits};
 #[cfg(target_os = "linux")]
 pub use native::{NativeConfig, NativeSandbox, SandboxMode};
-pub use outcome::{Backend, CacheUse, Confinement, Outcome, ProcessLimit, Status, Usage};
+pub use outcome::{Backend, CacheUse, Confinement, Enforcement, Mechanism, Outcome, Status, Usage};
 #[cfg(feature = "wasm")]
 pub use runner::Runner;
 pub use sandbox::{BoxFuture, Sandbox};

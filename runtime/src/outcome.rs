@@ -85,8 +85,8 @@ pub enum Backend {
     Native {
         /// How it was confined.
         confinement: Confinement,
-        /// What bounded its process count.
-        process_limit: ProcessLimit,
+        /// What enforced its process and memory limits.
+        enforcement: Enforcement,
     },
 }
 
@@ -105,14 +105,37 @@ pub enum Confinement {
     },
 }
 
-/// What bounded a native helper's process count.
+/// What enforced a native helper's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforcement {
+    /// What bounded its number of processes (a cgroup also let wrun kill every survivor).
+    pub processes: Mechanism,
+    /// What bounded its memory: a cgroup for the whole run (its /tmp included in the sandbox),
+    /// or `RLIMIT_AS` for each process only.
+    pub memory: Mechanism,
+}
+
+/// One way a limit is enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ProcessLimit {
-    /// A pids cgroup created for the run (`pids.max`); it also let wrun kill every survivor.
-    Cgroup,
-    /// `RLIMIT_NPROC` only (not enforced for processes running as kernel uid 0).
+pub enum Mechanism {
+    /// A cgroup of the unified hierarchy (`pids.max`, `memory.max`).
+    CgroupV2,
+    /// A cgroup of a v1 hierarchy (`pids.max`, `memory.limit_in_bytes`).
+    CgroupV1,
+    /// Resource limits only: `RLIMIT_NPROC` (which binds no process of kernel uid 0), or
+    /// `RLIMIT_AS` per process.
     Rlimit,
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mechanism::CgroupV2 => "cgroup v2",
+            Mechanism::CgroupV1 => "cgroup v1",
+            Mechanism::Rlimit => "rlimits only",
+        })
+    }
 }
 
 /// Resources the run used.

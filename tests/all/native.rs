@@ -272,13 +272,20 @@ fn a_fork_bomb_is_bounded_and_leaves_nothing_behind() {
         out.status
     );
     assert!(!process_with_marker_exists(&marker), "a bomb process survived");
-    assert!(matches!(
-        out.backend,
-        Backend::Native {
-            process_limit: wrun_runtime::ProcessLimit::Cgroup,
-            ..
-        }
-    ));
+    assert!(
+        matches!(
+            out.backend,
+            Backend::Native {
+                enforcement: wrun_runtime::Enforcement {
+                    processes: wrun_runtime::Mechanism::CgroupV1 | wrun_runtime::Mechanism::CgroupV2,
+                    ..
+                },
+                ..
+            }
+        ),
+        "{:?}",
+        out.backend
+    );
     // The limit held: count how many forks succeed.
     let code = "import os, sys, time\nn = 0\nfor i in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(99)\n        os._exit(0)\n    n += 1\nprint(n)";
     let out = run_native(
@@ -636,7 +643,10 @@ fn a_daemon_holding_stdout_does_not_hang_an_unsandboxed_run() {
     if matches!(
         out.backend,
         Backend::Native {
-            process_limit: wrun_runtime::ProcessLimit::Cgroup,
+            enforcement: wrun_runtime::Enforcement {
+                processes: wrun_runtime::Mechanism::CgroupV1 | wrun_runtime::Mechanism::CgroupV2,
+                ..
+            },
             ..
         }
     ) {

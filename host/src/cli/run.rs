@@ -610,6 +610,16 @@ pub(crate) fn report(outcome: &Outcome, json: bool, timeout: Duration) -> anyhow
     {
         writeln!(stderr, "wrun: warning: the helper ran unsandboxed: {reason}")?;
     }
+    if let wrun_runtime::Backend::Native { enforcement, .. } = &outcome.backend
+        && enforcement.processes == wrun_runtime::Mechanism::Rlimit
+        && nix::unistd::geteuid().is_root()
+    {
+        writeln!(
+            stderr,
+            "wrun: warning: no pids cgroup for this run, and RLIMIT_NPROC binds no process of \
+             uid 0: the helper's process count was not bounded (`wrun doctor` says why)"
+        )?;
+    }
     if let Some(note) = note {
         writeln!(stderr, "wrun: {note}")?;
     }

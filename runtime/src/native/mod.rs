@@ -53,7 +53,7 @@ use std::time::Instant;
 use crate::Error;
 use crate::env;
 use crate::job::{Job, Mount, Program};
-use crate::outcome::{Backend, Confinement, Outcome, ProcessLimit, Usage};
+use crate::outcome::{Backend, Confinement, Outcome, Usage};
 use crate::sandbox::{BoxFuture, Sandbox};
 
 /// Whether native helpers must, may or must not run in bubblewrap.
@@ -125,6 +125,11 @@ impl NativeSandbox {
     /// inherit): a helper that runs unsandboxed under the same user may not read the host's
     /// environment or memory through `/proc/PID/environ`, `/proc/PID/mem`, `process_vm_readv`
     /// or `ptrace`. It also means no core dumps of the host.
+    ///
+    /// It finds where runs get their cgroups, once per process: on a cgroup v2 host whose
+    /// controllers are delegated to the process's own cgroup, and where the process is alone
+    /// in it, that means moving the process into a leaf `wrun` of that cgroup (see `wrun
+    /// doctor`).
     pub fn new(config: NativeConfig) -> Result<Self, Error> {
         if let Some(bwrap) = &config.bwrap
             && !bwrap.is_absolute()
@@ -139,6 +144,8 @@ impl NativeSandbox {
             what: "making wrun non-dumpable".into(),
             source: e.into(),
         })?;
+        // Before any process is forked: enabling v2 controllers needs wrun alone in its cgroup.
+        cgroup::layout();
         let empty = tempfile::Builder::new()
             .prefix("wrun-empty-")
             .tempdir()
@@ -227,8 +234,8 @@ impl NativeSandbox {
             ),
             ("seccomp", seccomp),
             (
-                "pids cgroup",
-                cgroup::describe().unwrap_or_else(|| "unavailable: RLIMIT_NPROC only".into()),
+                "limits enforced by",
+                cgroup::describe(),
             ),
             (
                 "landlock",
@@ -419,11 +426,7 @@ impl NativeSandbox {
             },
             backend: Backend::Native {
                 confinement,
-                process_limit: if out.cgroup {
-                    ProcessLimit::Cgroup
-                } else {
-                    ProcessLimit::Rlimit
-                },
+                enforcement: out.enforcement,
             },
             env_dropped: guarded.dropped,
         })

@@ -140,7 +140,7 @@ impl Pool {
                 Ok(spawner) => return Ok(self.leased(spawner)),
                 // A cgroup that cannot take the new limits (memory still charged above a
                 // lower limit): a fresh spawner can.
-                Err((spawner, _)) => self.shared.retire(spawner),
+                Err(failed) => self.shared.retire(failed.0),
             }
         }
         let (tx, rx) = oneshot::channel();
@@ -154,7 +154,8 @@ impl Pool {
             .ok_or_else(gone)?;
         match self.limited(spawner, limits) {
             Ok(spawner) => Ok(self.leased(spawner)),
-            Err((spawner, cause)) => {
+            Err(failed) => {
+                let (spawner, cause) = *failed;
                 let path = spawner.cgroup.as_ref().map(Cgroup::describe_dir);
                 self.shared.retire(spawner);
                 Err(io::Error::new(
@@ -169,7 +170,11 @@ impl Pool {
     }
 
     /// `spawner` with its cgroups holding `limits`, or back with the reason if they cannot.
-    fn limited(&self, mut spawner: Spawner, limits: CgroupLimits) -> Result<Spawner, (Spawner, io::Error)> {
+    fn limited(
+        &self,
+        mut spawner: Spawner,
+        limits: CgroupLimits,
+    ) -> Result<Spawner, Box<(Spawner, io::Error)>> {
         if spawner.limits == limits {
             return Ok(spawner);
         }
@@ -180,7 +185,7 @@ impl Pool {
         spawner.limits = limits;
         match result {
             Ok(()) => Ok(spawner),
-            Err(cause) => Err((spawner, cause)),
+            Err(cause) => Err(Box::new((spawner, cause))),
         }
     }
 

@@ -46,7 +46,8 @@ pub(crate) struct Launched {
     pub(crate) stdout: Captured,
     pub(crate) stderr: Captured,
     pub(crate) peak_memory: Option<u64>,
-    pub(crate) cgroup: bool,
+    /// What enforced the limits (a cgroup's, or rlimits only).
+    pub(crate) enforcement: crate::outcome::Enforcement,
 }
 
 fn spawn_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -199,7 +200,13 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     let (status, ()) = tokio::join!(waiting, draining);
     let status = status.map_err(spawn_err(&format!("running {}", launch.program.display())))?;
     let peak_memory = lease.cgroup().and_then(Cgroup::peak_memory);
-    let cgroup = lease.cgroup().is_some();
+    let enforcement = lease.cgroup().map_or(
+        crate::outcome::Enforcement {
+            processes: crate::outcome::Mechanism::Rlimit,
+            memory: crate::outcome::Mechanism::Rlimit,
+        },
+        Cgroup::enforcement,
+    );
     // A spawner is reused only after a sandboxed run that ended: see `pool`.
     lease.finish(launch.sandboxed && status != Status::TimedOut);
     Ok(Launched {
@@ -207,7 +214,7 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
         stdout: stdout.finish(),
         stderr: stderr.finish(),
         peak_memory,
-        cgroup,
+        enforcement,
     })
 }
 
