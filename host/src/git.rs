@@ -675,6 +675,19 @@ impl Upstream {
         if root.symlink_metadata(".git/modules").is_ok_and(|m| m.is_dir()) {
             isolation.hide.push((PathBuf::from(".git/modules"), true));
         }
+        // A directory hidden hides what is inside it (`.git/modules` holds the absorbed
+        // submodules' git directories); a second mount inside the first would fail.
+        let dirs: Vec<PathBuf> = isolation
+            .hide
+            .iter()
+            .filter(|(_, dir)| *dir)
+            .map(|(p, _)| p.clone())
+            .collect();
+        isolation
+            .hide
+            .retain(|(p, _)| !dirs.iter().any(|d| p != d && p.starts_with(d)));
+        isolation.hide.sort();
+        isolation.hide.dedup();
         if !isolation.hide.is_empty() {
             if !isolation.empty_dir.is_dir() {
                 std::fs::create_dir_all(&isolation.empty_dir).map_err(|e| GitError::Storage {

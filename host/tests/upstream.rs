@@ -134,6 +134,11 @@ kind = "shell"
 run = "git log --oneline | wc -l && git status --porcelain && git diff --stat && grep -c hello -- README.md && which sh"
 
 [[helper]]
+name = "sorted"
+kind = "shell"
+run = "sort -t * > /dev/null"
+
+[[helper]]
 name = "findings"
 kind = "native"
 command = [".ai/findings.sh"]
@@ -1028,6 +1033,40 @@ fn git_in_a_shell_helper_reads_no_submodule_configuration_and_refuses_what_it_ca
         "the submodule's filter is inert: {twin:?}"
     );
 
+    // An absorbed submodule (`git submodule add`): its git directory under .git/modules and
+    // a git file in its work tree. Both are hidden and the helper runs; its filter never does.
+    let smsrc = r.path("smsrc");
+    std::fs::create_dir_all(&smsrc).unwrap();
+    git(&smsrc, &["init", "-q"]);
+    write(&smsrc.join("b.txt"), "b\n");
+    git(&smsrc, &["add", "-A"]);
+    git(&smsrc, &["commit", "-qm", "sm"]);
+    git(
+        &pr,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            smsrc.to_str().unwrap(),
+            "sm",
+        ],
+    );
+    git(&pr, &["commit", "-qm", "submodule"]);
+    assert!(pr.join(".git/modules/sm/config").is_file() && pr.join("sm/.git").is_file());
+    write(&pr.join("sm/.gitattributes"), "* filter=evil\n");
+    git(&pr.join("sm"), &["config", "filter.evil.clean", "../evil.sh"]);
+    write(&pr.join("sm/b.txt"), "changed\n");
+    let o = r.helper("survey", &[]);
+    assert_eq!(code(&o), 0, "{}{}", out(&o), err(&o));
+    assert!(
+        !out(&o).contains("PWNED") && !err(&o).contains("PWNED"),
+        "{}{}",
+        out(&o),
+        err(&o)
+    );
+
     // A common directory the pull request controls: refused.
     let common = pr.join("evilcommon");
     std::fs::create_dir_all(&common).unwrap();
@@ -1155,4 +1194,40 @@ fn a_policy_driven_helper_gets_the_changed_files_and_its_findings_render() {
         out(&o)
     );
     assert!(!out(&o).contains("Exited {"), "{}", out(&o));
+}
+
+/// A glob is as many words as the pull request has files: `sort -t *` reads as an option
+/// value and operands, but the pull request's file names make it `sort -t + --compress-program=sh
+/// -S1 data`. Refused; the twin runs the same program in bash and the file names run code.
+#[test]
+#[allow(clippy::disallowed_methods)] // the twin runs bash itself
+fn a_glob_that_becomes_options_is_refused() {
+    let r = Repos::new();
+    let pr = r.path("pr");
+    let files = tempfile::tempdir().unwrap();
+    for dir in [pr.as_path(), files.path()] {
+        for name in ["+", "--compress-program=sh", "-S1"] {
+            write(&dir.join(name), "");
+        }
+        write(
+            &dir.join("data"),
+            &"echo PWNED-via-sort >&2; exit 0\n".repeat(2000),
+        );
+    }
+    let o = r.helper("sorted", &[]);
+    assert_eq!(code(&o), 125, "{}{}", out(&o), err(&o));
+    assert!(err(&o).contains("shell.operand"), "{}", err(&o));
+    assert!(!err(&o).contains("PWNED"), "{}", err(&o));
+    let twin = Command::new("bash")
+        .args(["--noprofile", "--norc", "-c", "sort -t * > /dev/null"])
+        .current_dir(files.path())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("LC_ALL", "C.UTF-8")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&twin.stderr).contains("PWNED-via-sort"),
+        "the file names are inert: {twin:?}"
+    );
 }

@@ -232,18 +232,7 @@ impl Checker<'_> {
                     self.arithmetic(&text, "let")?;
                 }
             }
-            "wait" => {
-                if args
-                    .iter()
-                    .any(|a| a.literal().is_some_and(|l| l.starts_with("-p")))
-                {
-                    return Err(refuse(
-                        Rule::Assignment,
-                        "`wait -p` assigns a variable",
-                        "wait -p",
-                    ));
-                }
-            }
+            "wait" => self.wait(args)?,
             "source" | "." => {
                 let script = args.first().and_then(Word::literal);
                 match script {
@@ -311,35 +300,79 @@ impl Checker<'_> {
         self.run(&name, &args[i + 1..], false, true)
     }
 
-    /// `test`/`[`: a non-literal word may not land where bash reads an operator (it could be
-    /// `-v`, which evaluates a subscript); `-v NAME` needs a literal name.
+    /// `test`/`[`: bash reads an operator's operand from the next word, and `-v`/`-R`
+    /// evaluate its subscript as code. A word that is not literal may be any operator, so it
+    /// may not stand right before another word that is not literal (whose text would be the
+    /// operand), and a literal one after it is checked as a `-v` operand; a literal `-v`/`-R`
+    /// needs a literal name. `[` needs its closing `]`.
     fn test(&mut self, name: &str, args: &[Word]) -> Result<(), ShellError> {
-        let args: Vec<&Word> = match (name, args.split_last()) {
-            ("[", Some((last, rest))) if last.literal().as_deref() == Some("]") => rest.iter().collect(),
-            _ => args.iter().collect(),
+        let args: &[Word] = if name == "[" {
+            match args.split_last() {
+                Some((last, rest)) if last.literal().as_deref() == Some("]") => rest,
+                _ => {
+                    return Err(refuse(
+                        Rule::Operand,
+                        "`[` without a closing `]` as its last word",
+                        name,
+                    ));
+                }
+            }
+        } else {
+            args
         };
-        let literal = |i: usize| args.get(i).and_then(|w| w.literal());
-        let is_operator =
-            |s: &str| s.starts_with('-') || matches!(s, "=" | "==" | "!=" | "<" | ">" | "!" | "(" | ")");
         for (i, w) in args.iter().enumerate() {
-            if w.literal().is_some() {
-                if matches!(literal(i).as_deref(), Some("-v" | "-R"))
-                    && let Some(operand) = args.get(i + 1)
+            let next = args.get(i + 1);
+            if let Some(l) = w.literal() {
+                if matches!(l.as_str(), "-v" | "-R")
+                    && let Some(operand) = next
                 {
-                    self.variable_operand(operand, "test -v")?;
+                    self.variable_operand(operand, &format!("{name} {l}"))?;
                 }
                 continue;
             }
-            let after_operator = i > 0 && literal(i - 1).is_some_and(|l| is_operator(&l));
-            let before_operator = literal(i + 1).is_some_and(|l| is_operator(&l) && l != "!" && l != "(");
-            if !(args.len() == 1 || after_operator || before_operator) {
-                return Err(refuse(
-                    Rule::Operand,
-                    format!(
-                        "a `{name}` operand that is not literal, where bash may read it as an operator (`-v` evaluates a subscript); put a literal operator next to it"
-                    ),
-                    &w.raw,
-                ));
+            match next {
+                Some(next) if next.literal().is_none() => {
+                    return Err(refuse(
+                        Rule::Operand,
+                        format!(
+                            "two `{name}` operands that are not literal side by side (or one that may be several words): the first could be `-v`, which evaluates the second's subscript as code; put a literal operator between them (`[ \"$a\" = \"$b\" ]`)"
+                        ),
+                        &w.raw,
+                    ));
+                }
+                Some(next) if next.text().is_some_and(|t| t.contains('[')) => {
+                    self.variable_operand(next, name)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `wait [-n] [-f] [ID…]`: `-p VAR` assigns (and evaluates a subscript), so an ID that is
+    /// not literal and could be an option needs `--` before it.
+    fn wait(&mut self, args: &[Word]) -> Result<(), ShellError> {
+        let mut options_done = false;
+        for w in args {
+            match w.literal() {
+                Some(l) if options_done || !l.starts_with('-') => {}
+                Some(l) if l == "--" => options_done = true,
+                Some(l) if l[1..].chars().all(|c| matches!(c, 'n' | 'f')) => {}
+                Some(l) => {
+                    return Err(refuse(
+                        Rule::Option,
+                        format!("`wait {l}` is not allowed (`-p` assigns a variable)"),
+                        &w.raw,
+                    ));
+                }
+                None if !options_done && w.may_be_option() => {
+                    return Err(refuse(
+                        Rule::Operand,
+                        "a `wait` operand that is not literal could be an option (`-p`, which assigns a variable); write `wait -- \"$pid\"`",
+                        &w.raw,
+                    ));
+                }
+                None => {}
             }
         }
         Ok(())
@@ -1160,6 +1193,9 @@ impl Checker<'_> {
         let mut i = 0;
         let option_error =
             |l: &str, raw: &str| refuse(Rule::Option, format!("`{name} {l}` is not allowed"), raw);
+        // GNU env reads options only before its first NAME=VALUE; a `--` after one is the
+        // command's name.
+        let mut assigned = false;
         while let Some(w) = args.get(i) {
             let Some(l) = w.literal() else {
                 if w.may_be_option() {
@@ -1167,7 +1203,7 @@ impl Checker<'_> {
                 }
                 break;
             };
-            if l == "--" {
+            if l == "--" && !assigned {
                 i += 1;
                 break;
             }
@@ -1199,6 +1235,7 @@ impl Checker<'_> {
                             &w.raw,
                         ));
                     }
+                    assigned = true;
                     i += 1;
                     continue;
                 }
@@ -1321,7 +1358,10 @@ fn assignment_name(w: &Word, text: Option<&str>) -> Option<String> {
                 }
                 prefix.push_str(t);
             }
-            super::word::Seg::Unknown | super::word::Seg::Var(_) | super::word::Seg::Number => return None,
+            super::word::Seg::Unknown
+            | super::word::Seg::Var(_)
+            | super::word::Seg::Number
+            | super::word::Seg::Spread => return None,
         }
     }
     None

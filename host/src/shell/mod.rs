@@ -15,7 +15,11 @@
 //! - **Environment.** `NAME=value command`, `export`, `env NAME=…` may only set `LC_ALL`,
 //!   `LANG`, `TZ`, `NO_COLOR` and `TERM`: other variables are how tools load code and
 //!   configuration (`RIPGREP_CONFIG_PATH`, `PERL5OPT`, `GIT_CONFIG_GLOBAL`). The variables the
-//!   prelude guards (`PATH`, `IFS`, `BASH_ENV`, loader variables …) cannot be assigned at all.
+//!   checker guards (`PATH`, `IFS`, `BASH_ENV`, loader variables …) cannot be assigned at all,
+//!   but for `IFS=… read` (a literal separator for that one builtin).
+//! - **Words that become several.** A brace expansion is checked as the words it makes; a
+//!   command with a glob or a spread (`"$@"`, `"${a[@]}"`) is checked again with it as two
+//!   words, the second possibly an option, and with a bare spread as none (see `split`).
 //! - **Options.** A word that is not literal may not stand where a command reads options (a
 //!   pull request chooses file names and contents: `rg "$(cat p)"` could be `--pre=…`), unless
 //!   `--` comes first; unquoted expansions are refused (split and globbed).
@@ -42,6 +46,7 @@
 mod grammar;
 mod guards;
 mod sed;
+mod split;
 pub mod table;
 mod walk;
 mod word;
@@ -54,7 +59,7 @@ pub const MAX_STATEMENTS: usize = 50;
 
 /// The prelude run before a checked program: the variables that change how later words resolve
 /// are made read-only, so a construct the checker did not foresee still cannot redirect them.
-pub const PRELUDE: &str = "readonly PATH IFS BASH_ENV ENV SHELLOPTS BASHOPTS CDPATH GLOBIGNORE PROMPT_COMMAND PS4 HOME TMPDIR TEXTDOMAIN TEXTDOMAINDIR\n";
+pub const PRELUDE: &str = "readonly PATH BASH_ENV ENV SHELLOPTS BASHOPTS CDPATH GLOBIGNORE PROMPT_COMMAND PS4 HOME TMPDIR TEXTDOMAIN TEXTDOMAINDIR\n";
 
 /// The prelude for a program that runs git: [`PRELUDE`], and git's isolation read-only too.
 pub fn prelude(uses_git: bool) -> String {

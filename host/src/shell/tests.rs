@@ -540,11 +540,11 @@ fn the_prelude_makes_the_guarded_variables_read_only_in_bash() {
         "export PATH=/tmp/evil",
         "read -r PATH <<< /tmp/evil",
         "declare -n p=BASH_ENV; p=/tmp/evil",
-        "printf -v IFS /tmp/evil",
+        "printf -v CDPATH /tmp/evil",
         "unset PATH; PATH=/tmp/evil",
     ] {
         let bash = |prelude: &str| {
-            let script = format!("{prelude}{attempt}\necho \"$PATH|$BASH_ENV|$IFS\"");
+            let script = format!("{prelude}{attempt}\necho \"$PATH|$BASH_ENV|$CDPATH\"");
             std::process::Command::new("bash")
                 .args(["--noprofile", "--norc", "-c", &script])
                 .env_clear()
@@ -833,4 +833,93 @@ fn second_round_attacks_are_refused() {
         ],
     );
     ok("uniq -c -- \"$1\"; uniq -- a.txt");
+}
+
+/// Third round: a word bash makes several words of (a spread, a brace expansion, a glob) where
+/// a grammar reads one, and `test`/`wait` operands that could be options.
+#[test]
+fn words_that_become_several_words_are_checked_as_several() {
+    let refused_programs = [
+        // Wrappers: the spread becomes the command that runs.
+        "read -r -a a < tm.txt; timeout -- \"${a[@]}\" cat README",
+        "read -r -a a < tm.txt; nice -n \"${a[@]}\" cat README",
+        "read -r -a a < sb.txt; stdbuf -o \"${a[@]}\" cat README",
+        "read -r -a a < ks.txt; timeout -s \"${a[@]}\" 5 cat README",
+        "read -r -a a < ks.txt; timeout -k \"${a[@]}\" 5 cat README",
+        "timeout -- \"${@:2}\" cat README",
+        "timeout -- \"$@\" cat README",
+        // Table tools: the spread, brace or glob becomes options.
+        "read -r -a a < fe.txt; find . -maxdepth 1 -name \"${a[@]}\"",
+        "read -r -a a < fe2.txt; find \"./${a[@]}\"",
+        "x=1; read -r -a a < fe.txt; find . -maxdepth 0 -name \"${x:+\"${a[@]}\"}\"",
+        "find . -maxdepth 0 -name {x,-o,-exec,sh,payload.txt,\\;}",
+        "sort -S 1 -k {1,--compress-program=./pwn.sh} /usr/bin/bash >/dev/null",
+        "read -r -a a < so.txt; sort -k \"${a[@]}\" README >/dev/null",
+        "sort -t * > /dev/null",
+        "find . -name *",
+        "sort -k *",
+        "head -n *",
+        "cut -d *",
+        "grep -e *",
+        "read -r -a a < f; grep --include \"${a[@]}\" x",
+        "read -r -a a < f; sort \"./${a[@]}\"",
+        "read -r -a a < f; jq --arg x \"${a[@]}\" .",
+        "read -r -a a < f; date +\"${a[@]}\"",
+        "read -r -a a < f; git show \"HEAD:${a[@]}\"",
+        // A bracket expression with a quoted character matches a file named like an option.
+        "sort [\"-\"]-compress-program=sh data",
+        "cat [\\-]rf",
+        // Brace groups with quotes inside are brace groups.
+        "find . -name {\"x\",-exec,sh,p,\\;}",
+        // test: a spread, parentheses, a glob.
+        "read -r x y < tv.txt; set -- \"$x\" \"$y\"; test \"$@\"",
+        "read -r -a a < tv.txt; test \"${a[@]}\"",
+        "read -r -a a < tv.txt; [ \"${a[@]}\" ]",
+        "read -r -a a < tv.txt; test -n \"${a[@]}\"",
+        "read -r -a a < tv.txt; [ x = x -a \"${a[@]}\" ]",
+        "read -r x y < tv.txt; [ \\( \"$x\" \"$y\" \\) ]",
+        "test *",
+        "[ * ]",
+        "test -e *",
+        "read -r x < f; [ \"$x\" 'a[i]' ]",
+        "read -r -a a < f; [ \"${a[@]}\"",
+        "[ -n x",
+        // wait: an operand that could be -p.
+        "read -r -a a < wv.txt; cat README >/dev/null & wait \"${a[@]}\"",
+        "read -r o n < wv.txt; cat README >/dev/null & wait -n \"$o\" \"$n\"",
+        "wait *",
+        "wait -p x",
+        // env: a `--` after an assignment is the command.
+        "env LANG=C -- cat README",
+        // More words than a command may make.
+        "echo {1..100000}",
+    ];
+    for program in refused_programs {
+        refused(program);
+    }
+    // The same commands where each word is one word, or after `--`.
+    for program in [
+        "grep -rn TODO -- \"$@\"",
+        "cat -- *.py",
+        "wc -l src/*.rs",
+        "grep -c x -- {src,lib}/*.rs",
+        "read -r -a a < f; grep -n x -- \"${a[@]}\"",
+        "git diff --stat -- \"$@\"",
+        "echo {a,b}.txt {1..3}",
+        "find . -name '*.py' -o -name '*.rs'",
+        "find {src,lib} -name x",
+        "sort -t, -k 2 -- data",
+        "[ -n \"$x\" ] && [ \"$x\" = \"$y\" ] && test -f \"$1\"",
+        "read -r x < f; [ \"$x\" = 'a[i]' ]",
+        "cat README >/dev/null & wait",
+        "cat README >/dev/null & pid=$!; wait -- \"$pid\"",
+        "cat README >/dev/null & wait \"$!\"",
+        "env LANG=C cat README",
+        "git ls-files -z | while IFS= read -r -d '' f; do echo \"$f\"; done",
+        "while IFS=: read -r a b; do echo \"$a\"; done < /etc/passwd",
+    ] {
+        ok(program);
+    }
+    // `IFS=` reaches no program.
+    all_refused(Rule::Assignment, &["IFS= cat README", "IFS=$x read -r a"]);
 }

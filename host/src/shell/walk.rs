@@ -489,6 +489,8 @@ impl<'r> Checker<'r> {
     fn simple(&mut self, simple: &ast::SimpleCommand, piped: bool) -> Result<(), ShellError> {
         use ast::CommandPrefixOrSuffixItem as Item;
         let named = simple.word_or_name.is_some();
+        // `IFS=… read`: the separators of that one `read` (a builtin: no program sees it).
+        let reads = simple.word_or_name.as_ref().is_some_and(|w| w.value == "read");
         let mut args: Vec<Word> = Vec::new();
         let mut stdin_fed = piped;
         for item in simple
@@ -502,7 +504,9 @@ impl<'r> Checker<'r> {
                 // A declaration builtin's `name=value` argument: an argument like any other.
                 (false, Item::AssignmentWord(_, w)) => args.push(self.word(&w.value)?),
                 (true, Item::AssignmentWord(assignment, w)) => {
-                    if named {
+                    if reads && is_literal_ifs(assignment) {
+                        self.word(&w.value)?;
+                    } else if named {
                         self.environment_assignment(assignment, w)?;
                     } else {
                         self.shell_assignment(assignment, w)?;
@@ -527,7 +531,18 @@ impl<'r> Checker<'r> {
                 Some(&name_word.value),
             ));
         };
-        self.run(&command, &args, stdin_fed, false)
+        // Checked as written, then as bash could split it (see `split`); the extra checks
+        // leave no statements of their own.
+        let mut variants = super::split::variants(&args)?.into_iter();
+        if let Some(first) = variants.next() {
+            self.run(&command, &first, stdin_fed, false)?;
+        }
+        for args in variants {
+            let mark = self.statements.len();
+            self.run(&command, &args, stdin_fed, false)?;
+            self.statements.truncate(mark);
+        }
+        Ok(())
     }
 
     /// `NAME=value command`: the variable reaches the command's environment, where tools read
@@ -829,4 +844,11 @@ pub(super) fn arithmetic_assignments(text: &str, checker: &mut Checker<'_>) -> R
         }
     }
     Ok(())
+}
+
+/// `IFS=` or `IFS=' \t'`: a literal value for the shell's field separators.
+fn is_literal_ifs(assignment: &ast::Assignment) -> bool {
+    matches!(&assignment.name, ast::AssignmentName::VariableName(n) if n == "IFS")
+        && matches!(&assignment.value, ast::AssignmentValue::Scalar(v)
+            if !v.value.contains(['$', '`']))
 }

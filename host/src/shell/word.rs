@@ -28,6 +28,9 @@ pub(crate) enum Seg {
     Var(String),
     /// A number bash computes (`$(( ))`, `$#`, `${#x}`).
     Number,
+    /// An expansion that makes several words, or none (`"$@"`, `"${a[@]}"`): each from
+    /// outside.
+    Spread,
 }
 
 /// What each variable may hold, from the program's literal assignments: `None` when some
@@ -86,7 +89,7 @@ impl Word {
         for seg in &self.segs {
             match seg {
                 Seg::Quoted(s) | Seg::Unquoted(s) => out.push_str(s),
-                Seg::Unknown | Seg::Var(_) | Seg::Number => return None,
+                Seg::Unknown | Seg::Var(_) | Seg::Number | Seg::Spread => return None,
             }
         }
         Some(out)
@@ -100,18 +103,17 @@ impl Word {
             match seg {
                 Seg::Quoted(s) | Seg::Unquoted(s) => out.push_str(s),
                 Seg::Number => out.push('0'),
-                Seg::Unknown | Seg::Var(_) => return None,
+                Seg::Unknown | Seg::Var(_) | Seg::Spread => return None,
             }
         }
         Some(out)
     }
 
-    /// Whether unquoted text in it would be globbed or brace-expanded.
+    /// Whether unquoted text in it would be globbed or brace-expanded (quoted characters
+    /// inside a bracket expression or a brace group do not stop either).
     pub(crate) fn has_glob(&self) -> bool {
-        self.segs.iter().any(|s| match s {
-            Seg::Unquoted(t) => is_glob(t),
-            _ => false,
-        })
+        let items = super::split::items(self);
+        super::split::is_glob(&items) || super::split::has_braces(&items)
     }
 
     /// Whether the word could expand to something starting with `-` (and so be read as an
@@ -120,7 +122,7 @@ impl Word {
     pub(crate) fn may_be_option(&self) -> bool {
         for seg in &self.segs {
             match seg {
-                Seg::Unknown | Seg::Var(_) => return true,
+                Seg::Unknown | Seg::Var(_) | Seg::Spread => return true,
                 Seg::Number => return false,
                 Seg::Quoted(t) if !t.is_empty() => return t.starts_with('-'),
                 Seg::Unquoted(t) if !t.is_empty() => {
@@ -136,44 +138,7 @@ impl Word {
     /// as what they match, expansions as any name (no `/`); one shape per brace alternative
     /// (bounded: past [`MAX_SHAPES`], a brace group is "anything").
     pub(crate) fn shapes(&self, values: &Values) -> Vec<Vec<Tok>> {
-        let chars = |t: &str| -> Vec<Tok> { t.chars().map(|c| Tok::One(Set::Char(c))).collect() };
-        let mut shapes: Vec<Vec<Tok>> = vec![Vec::new()];
-        for seg in &self.segs {
-            let alternatives: Vec<Vec<Tok>> = match seg {
-                Seg::Quoted(t) => vec![chars(t)],
-                Seg::Var(name) => match values.get(name) {
-                    Some(Some(known)) => known.iter().map(|v| chars(v)).collect(),
-                    _ => vec![vec![Tok::Many(Set::NotSlash)]],
-                },
-                // An expansion may fill in a name, not make path structure: a word whose
-                // every `/` comes from outside is a value from outside, not a path the
-                // program names.
-                Seg::Unknown | Seg::Number => vec![vec![Tok::Many(Set::NotSlash)]],
-                Seg::Unquoted(t) => braces(t).iter().map(|alt| glob_tokens(alt)).collect(),
-            };
-            if shapes.len() * alternatives.len() > MAX_SHAPES {
-                let many = if matches!(seg, Seg::Var(_)) {
-                    Set::NotSlash
-                } else {
-                    Set::Any
-                };
-                for shape in &mut shapes {
-                    shape.push(Tok::Many(many));
-                }
-                continue;
-            }
-            shapes = shapes
-                .iter()
-                .flat_map(|shape| {
-                    alternatives.iter().map(move |alt| {
-                        let mut s = shape.clone();
-                        s.extend(alt.iter().copied());
-                        s
-                    })
-                })
-                .collect();
-        }
-        shapes
+        super::split::shapes(self, values, MAX_SHAPES)
     }
 }
 
@@ -211,12 +176,7 @@ pub(crate) enum Tok {
     Many(Set),
 }
 
-/// Glob text as tokens (braces already expanded): `*` and `?` do not match `/`. With
-/// `any_star`, `*` matches anything (for the patterns checked against).
-pub(crate) fn glob_tokens(text: &str) -> Vec<Tok> {
-    glob_tokens_with(text, Set::NotSlash)
-}
-
+/// Glob text as tokens, `*` matching any text of `star`.
 fn glob_tokens_with(text: &str, star: Set) -> Vec<Tok> {
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
@@ -241,77 +201,6 @@ fn glob_tokens_with(text: &str, star: Set) -> Vec<Tok> {
 /// A pattern whose `*` matches any text, `/` included.
 pub(crate) fn pattern_tokens(text: &str) -> Vec<Tok> {
     glob_tokens_with(text, Set::Any)
-}
-
-/// The brace expansions of unquoted text, bounded; a sequence (`{1..3}`) or too many
-/// alternatives become `*`.
-fn braces(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    // The first top-level group with a top-level comma or `..`.
-    let mut start = None;
-    let mut depth = 0;
-    for (i, &c) in chars.iter().enumerate() {
-        match c {
-            '{' => {
-                if depth == 0 {
-                    start = Some(i);
-                }
-                depth += 1;
-            }
-            '}' if depth > 0 => {
-                depth -= 1;
-                if depth == 0
-                    && let Some(open) = start
-                {
-                    let inner: String = chars[open + 1..i].iter().collect();
-                    let prefix: String = chars[..open].iter().collect();
-                    let suffix: String = chars[i + 1..].iter().collect();
-                    let alternatives = split_top_level(&inner);
-                    if alternatives.len() < 2 && !inner.contains("..") {
-                        continue;
-                    }
-                    let alternatives = if inner.contains("..") && alternatives.len() < 2 {
-                        vec!["*".to_owned()]
-                    } else {
-                        alternatives
-                    };
-                    let mut out = Vec::new();
-                    for alt in alternatives {
-                        for rest in braces(&format!("{alt}{suffix}")) {
-                            out.push(format!("{prefix}{rest}"));
-                            if out.len() > MAX_SHAPES {
-                                return vec![format!("{prefix}*")];
-                            }
-                        }
-                    }
-                    return out;
-                }
-            }
-            _ => {}
-        }
-    }
-    vec![text.to_owned()]
-}
-
-/// `a,b{c,d},e` split at top-level commas.
-fn split_top_level(text: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
-    let mut depth = 0;
-    for c in text.chars() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(String::new());
-                continue;
-            }
-            _ => {}
-        }
-        if let Some(last) = out.last_mut() {
-            last.push(c);
-        }
-    }
-    out
 }
 
 /// Whether some string matches both shapes (a walk over the product of the two automata).
@@ -348,31 +237,6 @@ pub(crate) fn intersects(a: &[Tok], b: &[Tok]) -> bool {
             } else if sx.meets(sy) {
                 // Both stay in their `Many`: one character later is the same state.
             }
-        }
-    }
-    false
-}
-
-/// Whether unquoted `text` contains a glob or a brace expansion.
-pub(crate) fn is_glob(text: &str) -> bool {
-    if text.contains(['*', '?']) {
-        return true;
-    }
-    // `[…]` with its closing bracket; a lone `[` is literal (the `[` command).
-    if let Some(open) = text.find('[')
-        && text[open + 1..].contains(']')
-    {
-        return true;
-    }
-    // `{a,b}` and `{1..3}`; a lone `{` or `{}` is literal.
-    let mut depth = 0usize;
-    for (i, c) in text.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth = depth.saturating_sub(1),
-            ',' if depth > 0 => return true,
-            '.' if depth > 0 && text[i..].starts_with("..") => return true,
-            _ => {}
         }
     }
     false
@@ -455,11 +319,15 @@ impl Checker<'_> {
                 out.segs.push(Seg::Unknown);
             }
             WordPiece::ParameterExpansion(expr) => {
+                let multi = std::mem::take(&mut out.multi);
                 self.parameter(expr, raw, quoted, out)?;
+                let spread = out.multi;
+                out.multi |= multi;
                 if !quoted {
                     out.unquoted_expansion = true;
                 }
                 out.segs.push(match expr {
+                    _ if spread => Seg::Spread,
                     P::Parameter {
                         parameter: Parameter::Named(name),
                         indirect: false,
@@ -606,6 +474,7 @@ impl Checker<'_> {
                 }
                 out.vars.extend(value.vars);
                 out.opaque |= value.opaque;
+                out.multi |= value.multi;
                 (parameter, *indirect, Vec::new())
             }
             P::Substring {
@@ -657,6 +526,8 @@ impl Checker<'_> {
             let inner = self.word(w)?;
             out.vars.extend(inner.vars);
             out.opaque |= inner.opaque;
+            // `"${x:+"${a[@]}"}"` makes as many words as the array.
+            out.multi |= inner.multi;
         }
         let length = matches!(expr, P::ParameterLength { .. });
         out.multi |= !length
@@ -957,8 +828,11 @@ mod tests {
         ]);
         assert!(split.shapes(&Values::new()).iter().any(|s| intersects(s, &tcp)));
         assert!(!reaches(&unquoted("{src,lib}/*.py")));
-        assert_eq!(braces("a{b,c{d,e}}f"), ["abf", "acdf", "acef"]);
-        assert!(is_glob("a{b,c}") && is_glob("{1..3}") && is_glob("*.py") && is_glob("[ab].c"));
-        assert!(!is_glob("{}") && !is_glob("a{b}") && !is_glob("plain") && !is_glob("["));
+        for glob in ["a{b,c}", "{1..3}", "*.py", "[ab].c"] {
+            assert!(unquoted(glob).has_glob(), "{glob}");
+        }
+        for plain in ["{}", "a{b}", "plain", "["] {
+            assert!(!unquoted(plain).has_glob(), "{plain}");
+        }
     }
 }
