@@ -93,6 +93,12 @@ def main() -> int:
     parser.add_argument("suites", nargs="+", type=Path)
     args = parser.parse_args()
     engine, binary = ("wasmtime", args.wasmtime) if args.wasmtime else ("wrun", args.wrun)
+    # Tests run in their own directories: a relative path is this directory's.
+    found = shutil.which(binary) if "/" not in binary else str(Path(binary).resolve())
+    if found is None or not Path(found).is_file():
+        print(f"{binary}: no such program", file=sys.stderr)
+        return 2
+    binary = found
     passed = failed = 0
     for suite in args.suites:
         if not (suite / "manifest.json").exists():
