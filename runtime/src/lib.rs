@@ -31,7 +31,7 @@ pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod native;
 pub mod outcome;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "wasm"))]
 mod protect;
 #[cfg(feature = "wasm")]
 mod runner;

@@ -5,6 +5,13 @@
 //!
 //! The system calls are made here directly (they are three, with two small structs); the ABI
 //! version decides which rights can be handled.
+#![cfg_attr(
+    not(feature = "wasm"),
+    allow(
+        dead_code,
+        reason = "rulesets serve the wasm backend; without it only the ABI probe is used"
+    )
+)]
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
