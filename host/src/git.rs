@@ -356,7 +356,8 @@ pub fn check_worktree(repo: &Path) -> Result<(), GitError> {
     }
 }
 
-/// The configuration every git call gets on the command line.
+/// The configuration every git call gets on the command line. (`diff.external` cannot be set
+/// by any configuration git reads here, and an empty value would make git run "" for a patch.)
 const HARDENING: &[&str] = &[
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
@@ -367,7 +368,6 @@ const HARDENING: &[&str] = &[
     "core.askPass=",
     "core.alternateRefsCommand=",
     "credential.helper=",
-    "diff.external=",
     "protocol.allow=never",
     "protocol.file.allow=always",
     "protocol.git.allow=always",

@@ -165,12 +165,17 @@ impl Plan {
     pub fn explain(&self) -> Explanation<'_> {
         let guarded = guard(&self.job.env);
         let mount = |m: &Mount| {
-            format!(
+            let mut text = format!(
                 "{} -> {} ({})",
                 m.host.display(),
                 m.guest,
                 if m.access == Access::ReadWrite { "rw" } else { "ro" }
-            )
+            );
+            if m.access == Access::ReadWrite && !m.protected.is_empty() {
+                let protected: Vec<String> = m.protected.iter().map(|p| p.display().to_string()).collect();
+                text.push_str(&format!(", read-only inside: {}", protected.join(", ")));
+            }
+            text
         };
         Explanation {
             helper: &self.helper,
@@ -330,6 +335,12 @@ pub fn plan(
             link(&bash);
             let bash = in_sandbox(bash);
             let script = format!("{}{run}", shell::prelude(checked.uses_git));
+            // The program gets the request's flags and paths as "$@", without the `--` that
+            // separates them for a command: `cat -- "$@"` must not read a file named `--`.
+            let mut model_args = model_args;
+            if let Some(at) = model_args.iter().position(|a| a == "--") {
+                model_args.remove(at);
+            }
             let job = Job::native(&bash)
                 .args(["--noprofile", "--norc", "-c"])
                 .arg(script)

@@ -134,6 +134,17 @@ kind = "shell"
 run = "git log --oneline | wc -l && git status --porcelain && git diff --stat && grep -c hello -- README.md && which sh"
 
 [[helper]]
+name = "patch"
+kind = "shell"
+run = "git diff HEAD~1 HEAD | grep -c '^diff --git' && git log -1 -p --format=%s | head -1"
+
+[[helper]]
+name = "rw"
+kind = "shell"
+run = "ls"
+worktree = "rw"
+
+[[helper]]
 name = "sorted"
 kind = "shell"
 run = "sort -t * > /dev/null"
@@ -1229,5 +1240,45 @@ fn a_glob_that_becomes_options_is_refused() {
     assert!(
         String::from_utf8_lossy(&twin.stderr).contains("PWNED-via-sort"),
         "the file names are inert: {twin:?}"
+    );
+}
+
+/// A shell helper's git prints patches (no external diff program configured, not even an
+/// empty one), and the request's arguments reach the program as "$@" without the `--`.
+#[test]
+fn git_in_a_shell_helper_prints_patches_and_arguments_arrive_as_given() {
+    let r = Repos::new();
+    r.policy("policy.toml", "require", "");
+    let o = r.helper("patch", &[]);
+    assert_eq!(code(&o), 0, "{}{}", out(&o), err(&o));
+    let text = out(&o);
+    let mut lines = text.lines();
+    let files: u32 = lines.next().unwrap().parse().unwrap();
+    assert!(files >= 3, "{text}");
+    assert_eq!(lines.next(), Some("pr"), "{text}");
+    let o = r.helper("marker", &["--", "--verbose", "README.md"]);
+    assert_eq!(
+        (code(&o), out(&o).as_str()),
+        (0, "upstream marker\nargs: --verbose README.md\n"),
+        "{}",
+        err(&o)
+    );
+    // explain names what stays read-only in a writable worktree.
+    let o = r.wrun(&[
+        "explain",
+        "rw",
+        "--repo",
+        "pr",
+        "--base",
+        "origin/main",
+        "--policy",
+        "policy.toml",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    let bind = v["binds"][0].as_str().unwrap();
+    assert!(
+        bind.contains("-> /work (rw), read-only inside: ") && bind.contains(".git") && bind.contains(".ai"),
+        "{bind}"
     );
 }

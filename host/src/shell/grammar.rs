@@ -445,6 +445,7 @@ impl Checker<'_> {
     /// harmless environment names, literal names, guarded variables untouched.
     fn declare(&mut self, name: &str, args: &[Word]) -> Result<(), ShellError> {
         let mut exported = name == "export";
+        let mut array = false;
         let mut options_done = false;
         for w in args {
             let text = w.text();
@@ -476,6 +477,7 @@ impl Checker<'_> {
                             ));
                         }
                         exported |= c == 'x';
+                        array |= matches!(c, 'a' | 'A');
                     }
                     continue;
                 }
@@ -540,7 +542,23 @@ impl Checker<'_> {
                     &w.raw,
                 ));
             }
-            self.assign_from(base, &declared_value(w, text.as_deref()));
+            let value = declared_value(w, text.as_deref());
+            if array || subscript.is_some() || (compound && !quoted) {
+                self.arrays.insert(base.to_owned());
+            }
+            if value.text().is_none() {
+                if array {
+                    return Err(refuse(
+                        Rule::Evaluation,
+                        format!(
+                            "`{name} -a/-A` with a value that is not a literal: bash parses it again as `(…)`, running what its subscripts hold; assign the array with `{base}=(…)` or `read -a`"
+                        ),
+                        &w.raw,
+                    ));
+                }
+                self.declared_opaque.push((base.to_owned(), w.raw.clone()));
+            }
+            self.assign_from(base, &value);
         }
         Ok(())
     }
@@ -576,6 +594,7 @@ impl Checker<'_> {
                                 let var = value.unwrap_or_default();
                                 self.assignable(&var, &w.raw)?;
                                 self.assign(&var, false);
+                                self.arrays.insert(var);
                             }
                             break;
                         }
@@ -625,7 +644,7 @@ impl Checker<'_> {
                 continue;
             }
             let Some(l) = w.literal() else {
-                if w.may_be_option() {
+                if w.may_be_option() || (g.plus && w.may_start_with('+')) {
                     return Err(option_position(name, w));
                 }
                 operands.push(w);
@@ -634,6 +653,15 @@ impl Checker<'_> {
             if l == "--" {
                 ended = true;
                 continue;
+            }
+            if g.plus && l.starts_with('+') {
+                return Err(refuse(
+                    Rule::Option,
+                    format!(
+                        "`{name} {l}` is the obsolete form of an option (`tail +1f` follows the file); write `-n +N`"
+                    ),
+                    &w.raw,
+                ));
             }
             if l == "-" || !l.starts_with('-') {
                 operands.push(w);

@@ -94,8 +94,10 @@ pub const GIT_ENVIRONMENT: &[(&str, &str)] = &[
     ("GIT_CONFIG_VALUE_0", "false"),
     ("GIT_CONFIG_KEY_1", "core.hooksPath"),
     ("GIT_CONFIG_VALUE_1", "/dev/null"),
-    ("GIT_CONFIG_KEY_2", "diff.external"),
-    ("GIT_CONFIG_VALUE_2", ""),
+    // Not `diff.external`: no configuration git reads here can set it (wrun replaces the
+    // repository's file), and an empty value makes git try to run "" for every patch.
+    ("GIT_CONFIG_KEY_2", "core.askPass"),
+    ("GIT_CONFIG_VALUE_2", "false"),
     ("GIT_CONFIG_KEY_3", "core.pager"),
     ("GIT_CONFIG_VALUE_3", "cat"),
     ("GIT_CONFIG_KEY_4", "safe.bareRepository"),

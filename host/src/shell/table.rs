@@ -109,6 +109,9 @@ pub(crate) struct Getopt {
     pub(crate) long_optional: Vec<String>,
     /// `-NUM` is an option (`head -5`, `grep -3`).
     pub(crate) numeric: bool,
+    /// A word starting with `+` may be read as an option (`tail +5`, the obsolete form): it
+    /// is refused, and a word that is not literal needs `--` before it.
+    pub(crate) plus: bool,
     /// The most operands; `None`: any number.
     pub(crate) max_operands: Option<usize>,
     /// If not empty, the first operand must be one of these.
@@ -124,6 +127,10 @@ impl Getopt {
         for &token in tokens {
             let bad =
                 || format!("{token:?} is not an option as the table writes one (-x, -x=, --long, --long=)");
+            if token == "+#" {
+                g.plus = true;
+                continue;
+            }
             if token == "-#" {
                 g.numeric = true;
             } else if let Some(long) = token.strip_prefix("--") {
@@ -225,11 +232,11 @@ const GETOPT: &[(&str, &str)] = &[
     ),
     (
         "head",
-        "-# -q -v -z -c= -n= --quiet --silent --verbose --zero-terminated --bytes= --lines=",
+        "-# +# -q -v -z -c= -n= --quiet --silent --verbose --zero-terminated --bytes= --lines=",
     ),
     (
         "tail",
-        "-# -q -v -z -c= -n= --quiet --silent --verbose --zero-terminated --bytes= --lines=",
+        "-# +# -q -v -z -c= -n= --quiet --silent --verbose --zero-terminated --bytes= --lines=",
     ),
     (
         "wc",

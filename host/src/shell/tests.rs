@@ -923,3 +923,53 @@ fn words_that_become_several_words_are_checked_as_several() {
     // `IFS=` reaches no program.
     all_refused(Rule::Assignment, &["IFS= cat README", "IFS=$x read -r a"]);
 }
+
+/// Fourth round: values bash evaluates on assignment (its integer variables), values a
+/// declaration builtin parses again as `(…)` (arrays), and the obsolete `tail +N`.
+#[test]
+fn integer_variables_and_array_declarations_are_evaluation_contexts() {
+    all_refused(
+        Rule::Evaluation,
+        &[
+            "read -r OPTIND < num",
+            "read -r RANDOM < num",
+            "read -r SRANDOM < num",
+            "read -r HISTCMD < num",
+            "read -r x y OPTIND < num",
+            "n=$(cat num); OPTIND=\"$n\"; echo \"$OPTIND\"",
+            "read -r n < num; OPTIND=n",
+            "RANDOM=\"$2\"",
+            "for RANDOM in \"$@\"; do :; done",
+            "getopts \"x:\" OPTIND",
+            "read -r x < f; declare RANDOM=\"$x\"",
+            "read -r x < f; readonly OPTIND=\"$x\"",
+            "read -r x < f; OPTIND+=\"$x\"",
+            // Arrays given a value that is not literal by a declaration builtin.
+            "declare -a files=\"$(git diff --name-only origin/main...HEAD)\"; for f in \"${files[@]}\"; do printf \"%s\\n\" \"$f\"; done",
+            "read -r x < arr; declare -a a=\"$x\"",
+            "read -r x < arr; a=(); declare a=\"$x\"",
+            "x=\"$(cat arr)\"; declare -a \"a=$x\"",
+            "read -r x < arr; readonly -a a=\"$x\"",
+            "read -r x < arr; declare -A m=\"$x\"",
+            "read -r x < arr; typeset -a a=\"$x\"",
+            "read -r x < arr; declare -g a=\"$x\"; a[1]=y",
+            "read -r x < arr; declare a+=\"$x\"; read -r -a a < f",
+            "read -r x < arr; local -r \"a=$x\"; a=(1 2)",
+        ],
+    );
+    all_refused(Rule::Option, &["tail +1f README", "tail -n 5 +1f"]);
+    refused("read -r -a a < f; tail \"${a[@]}\"");
+    refused("tail *");
+    for program in [
+        "OPTIND=1; while getopts \"ab:\" opt; do echo \"$opt\"; done; shift \"$((OPTIND - 1))\"",
+        "RANDOM=42; echo \"$((RANDOM % 6))\"",
+        "x=3; OPTIND=x",
+        "read -r x < f; declare y=\"$x\"; echo \"$y\"",
+        "read -r -a a < f; echo \"${a[0]}\"",
+        "declare -a a=(1 2 3); echo \"${a[@]}\"",
+        "tail -n +2 README",
+        "tail -n 5 -- *.log",
+    ] {
+        ok(program);
+    }
+}

@@ -33,6 +33,15 @@ pub(crate) struct Checker<'r> {
     var_words: Vec<Word>,
     /// Plain copies `to=$from`: `to` holds what `from` holds.
     copies: Vec<(String, String)>,
+    /// Assignments to bash's integer variables (`OPTIND`, `RANDOM` …), whose every value bash
+    /// evaluates as arithmetic.
+    integer_assigns: Vec<String>,
+    /// Variables used as arrays anywhere in the program.
+    pub(super) arrays: std::collections::HashSet<String>,
+    /// Declaration builtins (`declare`, `local`, `readonly` …) that gave a variable a value
+    /// that is not literal: `(name, where)`. Bash parses such a value again as a compound
+    /// assignment when the variable is an array.
+    pub(super) declared_opaque: Vec<(String, String)>,
 }
 
 /// The most values remembered for one variable, and the most words checked again.
@@ -52,6 +61,9 @@ impl<'r> Checker<'r> {
             values: Values::new(),
             var_words: Vec::new(),
             copies: Vec::new(),
+            integer_assigns: Vec::new(),
+            arrays: std::collections::HashSet::new(),
+            declared_opaque: Vec::new(),
         }
     }
 
@@ -69,6 +81,50 @@ impl<'r> Checker<'r> {
         // The values of an evaluated variable are evaluated in turn (`y=x; $((y))` reads x;
         // `x='a[$(id)]'; $((x))` runs id): each literal value is checked as the expression it
         // will be, which may add variables to check.
+        // `declare a="$x"` when `a` is an array: bash reads `$x` as `(…)` code.
+        for (name, at) in &self.declared_opaque {
+            if self.arrays.contains(name) {
+                return Err(ShellError::new(
+                    Rule::Evaluation,
+                    format!(
+                        "`{name}` is an array, and a declaration builtin gives it a value that is not a literal: bash parses such a value again as `(…)`, running what its subscripts hold; assign the array with `{name}=(…)` or `read -a`"
+                    ),
+                    Some(at),
+                ));
+            }
+        }
+        // Every value assigned to OPTIND, RANDOM … is evaluated as arithmetic.
+        let mut integers = std::mem::take(&mut self.integer_assigns);
+        integers.sort();
+        integers.dedup();
+        for name in integers {
+            let what =
+                format!("an assignment to `{name}` (bash evaluates every value it is given as arithmetic)");
+            if !literal.contains(&name) {
+                return Err(ShellError::new(
+                    Rule::Evaluation,
+                    format!(
+                        "bash evaluates every value assigned to `{name}` as arithmetic (a subscript in it runs commands), and it is assigned a value that is not a literal of the program; assign it a literal number, or use a variable of your own"
+                    ),
+                    Some(&name),
+                ));
+            }
+            match self.values.get(&name).cloned() {
+                None => {}
+                Some(Some(values)) => {
+                    for value in values {
+                        self.arithmetic(&value, &what)?;
+                    }
+                }
+                Some(None) => {
+                    return Err(ShellError::new(
+                        Rule::Evaluation,
+                        format!("{what} is given more values than the checker follows"),
+                        Some(&name),
+                    ));
+                }
+            }
+        }
         let mut done: std::collections::HashSet<(String, Evaluated)> = std::collections::HashSet::new();
         let mut next = 0;
         while let Some((name, at, what, how)) = self.eval_refs.get(next).cloned() {
@@ -201,6 +257,9 @@ impl<'r> Checker<'r> {
 
     /// Records an assignment to `name`; `literal`: its value is a literal of the program.
     pub(super) fn assign(&mut self, name: &str, literal: bool) {
+        if is_integer_var(name) {
+            self.integer_assigns.push(name.to_owned());
+        }
         self.assigns.entry(name.to_owned()).or_default().outside |= !literal;
         if !literal {
             self.values.insert(name.to_owned(), None);
@@ -217,6 +276,9 @@ impl<'r> Checker<'r> {
     /// Records an assignment of `value` to `name`: literal if the word's text is the program's
     /// and every variable it expands holds only literals.
     pub(super) fn assign_from(&mut self, name: &str, value: &Word) {
+        if is_integer_var(name) {
+            self.integer_assigns.push(name.to_owned());
+        }
         let source = self.assigns.entry(name.to_owned()).or_default();
         source.outside |= value.opaque;
         source.from.extend(value.vars.iter().cloned());
@@ -585,6 +647,7 @@ impl<'r> Checker<'r> {
             ast::AssignmentName::VariableName(n) => n,
             ast::AssignmentName::ArrayElementName(n, subscript) => {
                 self.arithmetic(subscript, "an array subscript")?;
+                self.arrays.insert(n.clone());
                 n
             }
         };
@@ -610,6 +673,7 @@ impl<'r> Checker<'r> {
                 self.assign_from(name, &word);
             }
             ast::AssignmentValue::Array(items) => {
+                self.arrays.insert(name.clone());
                 self.assign(name, true);
                 for (k, v) in items {
                     if let Some(k) = k {
@@ -851,4 +915,14 @@ fn is_literal_ifs(assignment: &ast::Assignment) -> bool {
     matches!(&assignment.name, ast::AssignmentName::VariableName(n) if n == "IFS")
         && matches!(&assignment.value, ast::AssignmentValue::Scalar(v)
             if !v.value.contains(['$', '`']))
+}
+
+/// bash's integer variables: every value assigned to them is evaluated as arithmetic (bash
+/// 5.2 evaluates `OPTIND`, `RANDOM`, `SRANDOM` and `HISTCMD`; the others are numeric too, and
+/// a literal number is all a program needs to give any of them).
+pub(super) fn is_integer_var(name: &str) -> bool {
+    matches!(
+        name,
+        "OPTIND" | "RANDOM" | "SRANDOM" | "HISTCMD" | "SECONDS" | "LINENO" | "OPTERR" | "EPOCHSECONDS"
+    )
 }

@@ -120,13 +120,19 @@ impl Word {
     /// option): it starts with `-`, with an expansion, or with a glob that could match a file
     /// named `-…` (a pull request chooses its file names).
     pub(crate) fn may_be_option(&self) -> bool {
+        self.may_start_with('-')
+    }
+
+    /// Whether the word could expand to something starting with `c`: it does, or it starts
+    /// with an expansion, or with a glob that could match such a file name.
+    pub(crate) fn may_start_with(&self, c: char) -> bool {
         for seg in &self.segs {
             match seg {
                 Seg::Unknown | Seg::Var(_) | Seg::Spread => return true,
                 Seg::Number => return false,
-                Seg::Quoted(t) if !t.is_empty() => return t.starts_with('-'),
+                Seg::Quoted(t) if !t.is_empty() => return t.starts_with(c),
                 Seg::Unquoted(t) if !t.is_empty() => {
-                    return t.starts_with(['-', '*', '?', '[', '{']);
+                    return t.starts_with([c, '*', '?', '[', '{']);
                 }
                 _ => {}
             }
@@ -248,6 +254,9 @@ pub(crate) fn is_computed(name: &str) -> bool {
         name,
         "RANDOM"
             | "SRANDOM"
+            // Set by getopts, or a literal number (every other assignment is refused).
+            | "OPTIND"
+            | "HISTCMD"
             | "SECONDS"
             | "EPOCHSECONDS"
             | "LINENO"
