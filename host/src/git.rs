@@ -69,6 +69,16 @@ pub enum GitError {
     /// No upstream could be determined.
     #[error("{0}")]
     NoUpstream(String),
+    /// A file of upstream's `.ai/` is larger than wrun reads.
+    #[error("upstream's {path} is {size} bytes, more than the {max} wrun reads")]
+    TooLarge {
+        /// The file.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The most wrun reads.
+        max: u64,
+    },
     /// The directory given as the repository is not a git worktree.
     #[error(
         "{} is not a git worktree (no .git in it); point --repo at the pull request's clone. Nothing in it was changed",
@@ -356,6 +366,9 @@ pub fn check_worktree(repo: &Path) -> Result<(), GitError> {
     }
 }
 
+/// The largest file of upstream's `.ai/` wrun writes into a worktree.
+pub const MAX_AI_FILE: u64 = 256 << 20;
+
 /// The configuration every git call gets on the command line. (`diff.external` cannot be set
 /// by any configuration git reads here, and an empty value would make git run "" for a patch.)
 const HARDENING: &[&str] = &[
@@ -543,14 +556,26 @@ impl Upstream {
         Ok(id)
     }
 
-    /// The bytes of `path` at `commit` (`git cat-file blob COMMIT:PATH`, never textconv'd).
-    pub fn read(&self, commit: &str, path: &str) -> Result<Vec<u8>, GitError> {
-        run_git(
-            &self.git,
-            &self.dir,
-            &["cat-file", "blob", &format!("{commit}:{path}")],
-            None,
-        )
+    /// The bytes of `path` at `commit` (`git cat-file blob COMMIT:PATH`, never textconv'd), if
+    /// it is at most `max` bytes (asked of git before the blob is read).
+    pub fn read(&self, commit: &str, path: &str, max: u64) -> Result<Vec<u8>, GitError> {
+        let object = format!("{commit}:{path}");
+        self.check_size(&object, path, max)?;
+        run_git(&self.git, &self.dir, &["cat-file", "blob", &object], None)
+    }
+
+    /// Refuses an object larger than `max` bytes.
+    fn check_size(&self, object: &str, path: &str, max: u64) -> Result<(), GitError> {
+        let size = run_git(&self.git, &self.dir, &["cat-file", "-s", object], None)?;
+        let size: u64 = String::from_utf8_lossy(&size).trim().parse().unwrap_or(u64::MAX);
+        if size > max {
+            return Err(GitError::TooLarge {
+                path: path.to_owned(),
+                size,
+                max,
+            });
+        }
+        Ok(())
     }
 
     /// The files under `.ai/` at `commit`: `(mode, blob id, path)`.
@@ -574,7 +599,8 @@ impl Upstream {
             .collect())
     }
 
-    fn blob(&self, id: &str) -> Result<Vec<u8>, GitError> {
+    fn blob(&self, id: &str, path: &str) -> Result<Vec<u8>, GitError> {
+        self.check_size(id, path, MAX_AI_FILE)?;
         run_git(&self.git, &self.dir, &["cat-file", "blob", id], None)
     }
 
@@ -816,7 +842,7 @@ pub fn overlay(
             root.create_dir_with(parent, &builder)
                 .map_err(GitError::Overlay)?;
         }
-        let bytes = upstream.blob(&id)?;
+        let bytes = upstream.blob(&id, &path)?;
         if mode == "120000" {
             let target = String::from_utf8_lossy(&bytes).into_owned();
             root.symlink(target, rel).map_err(GitError::Overlay)?;

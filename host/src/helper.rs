@@ -30,7 +30,10 @@ use crate::resolve::{Resolved, resolve};
 use crate::shell;
 
 /// The largest module read from git.
-const MAX_MODULE_BYTES: usize = 128 << 20;
+const MAX_MODULE_BYTES: u64 = wrun_runtime::limits::MAX_MODULE_SIZE.bytes();
+
+/// The largest definitions file read.
+const MAX_DEFINITIONS_BYTES: u64 = 1 << 20;
 
 /// A request for one helper.
 #[derive(Debug, Clone, Default)]
@@ -104,14 +107,6 @@ pub enum PlanError {
     /// The protected paths of a writable worktree could not be determined.
     #[error(transparent)]
     Protect(#[from] crate::protect::ProtectError),
-    /// The module is too large.
-    #[error("helper {helper:?}: module {module} is larger than {MAX_MODULE_BYTES} bytes")]
-    ModuleTooLarge {
-        /// The helper.
-        helper: String,
-        /// The module path.
-        module: String,
-    },
 }
 
 /// A request resolved into a job, with what was decided on the way.
@@ -218,7 +213,7 @@ pub fn plan(
     env_lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<Plan, PlanError> {
     let source_name = format!("{base}:{DEFINITIONS_PATH}");
-    let text = repo.read(commit, DEFINITIONS_PATH)?;
+    let text = repo.read(commit, DEFINITIONS_PATH, MAX_DEFINITIONS_BYTES)?;
     let text = String::from_utf8(text).map_err(|_| crate::definitions::DefinitionsError {
         source_name: source_name.clone(),
         message: "not UTF-8".into(),
@@ -272,13 +267,7 @@ pub fn plan(
     let (program, job) = match def.kind {
         Kind::Wasm => {
             let module_path = def.module.clone().unwrap_or_default();
-            let bytes = repo.read(commit, &module_path)?;
-            if bytes.len() > MAX_MODULE_BYTES {
-                return Err(PlanError::ModuleTooLarge {
-                    helper,
-                    module: module_path,
-                });
-            }
+            let bytes = repo.read(commit, &module_path, MAX_MODULE_BYTES)?;
             let module = WasmModule::from_bytes(helper.clone(), bytes);
             let actual = module.sha256_hex();
             if let Some(pinned) = &def.sha256 {

@@ -5,11 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use wrun_runtime::{ByteSize, Limits, SandboxMode};
+use wrun_runtime::{LimitError, Limits, SandboxMode};
 
 /// A policy file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -63,30 +62,7 @@ pub enum PolicyError {
 }
 
 /// Limits as written in a file: every field optional, units in strings (`"30s"`, `"256MiB"`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsSpec {
-    /// Wall-clock timeout, e.g. `"30s"`.
-    pub timeout: Option<String>,
-    /// Fuel units (wasm).
-    pub fuel: Option<u64>,
-    /// Memory, e.g. `"256MiB"`.
-    pub memory: Option<String>,
-    /// Stdout kept, e.g. `"1MiB"`.
-    pub stdout_cap: Option<String>,
-    /// Stderr kept.
-    pub stderr_cap: Option<String>,
-    /// CPU time of native processes, e.g. `"20s"`.
-    pub cpu: Option<String>,
-    /// Largest file a native helper may write.
-    pub max_file_size: Option<String>,
-    /// Processes of a native helper.
-    pub max_processes: Option<u32>,
-    /// Open files per native process.
-    pub max_open_files: Option<u32>,
-    /// Native `/tmp` size.
-    pub tmp_size: Option<String>,
-}
+pub use wrun_runtime::LimitsSpec;
 
 /// A policy file as written (see `policies/*.toml`).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -200,6 +176,23 @@ pub fn schema() -> String {
     text
 }
 
+/// wrun's built-in policies (the files under `policies/`): `default` for `wrun helper` and
+/// `wrun explain`, `dev` for `wrun run`, `strict` for hosts that review forks.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("default", include_str!("../../policies/default.toml")),
+    ("dev", include_str!("../../policies/dev.toml")),
+    ("strict", include_str!("../../policies/strict.toml")),
+];
+
+/// How strict a sandbox mode is: `off` < `auto` < `require`.
+fn strictness(mode: SandboxMode) -> u8 {
+    match mode {
+        SandboxMode::Off => 0,
+        SandboxMode::Auto => 1,
+        _ => 2,
+    }
+}
+
 /// A validated policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Policy {
@@ -229,6 +222,35 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// One of wrun's built-in policies ([`BUILTIN`]), by name.
+    pub fn builtin(name: &str) -> Result<Self, PolicyError> {
+        let text = BUILTIN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, text)| *text)
+            .ok_or_else(|| PolicyError::Invalid {
+                path: PathBuf::from(format!("<built-in {name}>")),
+                message: "no built-in policy has this name".to_owned(),
+            })?;
+        Self::parse(&PathBuf::from(format!("<built-in policies/{name}.toml>")), text)
+    }
+
+    /// The sandbox mode a run gets: the policy's, made stricter by each of `asked`
+    /// (`HELPER_SANDBOX`, a command-line flag) but never looser. Also returns the first asked
+    /// mode that was looser than the policy's, which did not hold.
+    pub fn sandbox_mode(&self, asked: &[SandboxMode]) -> (SandboxMode, Option<SandboxMode>) {
+        let mut mode = self.sandbox;
+        let mut looser = None;
+        for &m in asked {
+            if strictness(m) < strictness(self.sandbox) {
+                looser.get_or_insert(m);
+            } else if strictness(m) > strictness(mode) {
+                mode = m;
+            }
+        }
+        (mode, looser)
+    }
+
     /// Reads and validates a policy file.
     ///
     /// # Security
@@ -257,17 +279,17 @@ impl Policy {
                 file.version
             )));
         }
-        let hard = Limits::ceilings();
-        let ceilings = apply(&hard, &file.ceilings).map_err(|e| invalid(format!("[ceilings] {e}")))?;
+        let ceilings = file.ceilings.apply(&Limits::ceilings());
         ceilings
             .validate()
             .map_err(|e| invalid(format!("[ceilings] {e}")))?;
-        let defaults =
-            apply(&Limits::default(), &file.limits).map_err(|e| invalid(format!("[limits] {e}")))?;
+        let defaults = file.limits.apply(&Limits::default());
         defaults
             .validate()
             .map_err(|e| invalid(format!("[limits] {e}")))?;
-        check_within(&defaults, &ceilings).map_err(|e| invalid(format!("[limits] {e}")))?;
+        defaults
+            .check_within(&ceilings)
+            .map_err(|e| invalid(format!("[limits] {e}")))?;
         for dir in file.native.path.iter().chain(&file.native.ro_binds) {
             if !dir.is_absolute() {
                 return Err(invalid(format!(
@@ -331,101 +353,24 @@ impl Policy {
     /// The limits for a helper whose definition asks for `asked`: the policy's defaults with the
     /// definition's values, each of which must be non-zero and within the ceilings.
     pub fn limits_for(&self, asked: &LimitsSpec) -> Result<Limits, PolicyError> {
-        let limits = apply(&self.defaults, asked).map_err(|e| PolicyError::BadRequest {
-            what: "limits",
-            message: e,
-        })?;
+        let limits = asked.apply(&self.defaults);
         limits.validate().map_err(|e| PolicyError::BadRequest {
             what: "limits",
             message: e.to_string(),
         })?;
-        check_within(&limits, &self.ceilings)
-            .map_err(|Above { what, asked, ceiling }| PolicyError::AboveCeiling { what, asked, ceiling })?;
+        limits.check_within(&self.ceilings).map_err(|e| match e {
+            LimitError::AboveCeiling { name, value, ceiling } => PolicyError::AboveCeiling {
+                what: name,
+                asked: value,
+                ceiling,
+            },
+            other => PolicyError::BadRequest {
+                what: "limits",
+                message: other.to_string(),
+            },
+        })?;
         Ok(limits)
     }
-}
-
-/// `base` with the values of `spec` applied, units parsed.
-fn apply(base: &Limits, spec: &LimitsSpec) -> Result<Limits, String> {
-    let dur = |what: &str, s: &str| crate::parse::duration(s).map_err(|e| format!("{what}: {e}"));
-    let bytes = |what: &str, s: &str| s.parse::<ByteSize>().map_err(|e| format!("{what}: {e}"));
-    let mut l = base.clone();
-    if let Some(v) = &spec.timeout {
-        l.timeout = dur("timeout", v)?;
-    }
-    if let Some(v) = spec.fuel {
-        l.fuel = Some(v);
-    }
-    if let Some(v) = &spec.memory {
-        l.memory = bytes("memory", v)?;
-    }
-    if let Some(v) = &spec.stdout_cap {
-        l.stdout_cap = bytes("stdout_cap", v)?;
-    }
-    if let Some(v) = &spec.stderr_cap {
-        l.stderr_cap = bytes("stderr_cap", v)?;
-    }
-    if let Some(v) = &spec.cpu {
-        l.cpu = Some(dur("cpu", v)?);
-    }
-    if let Some(v) = &spec.max_file_size {
-        l.max_file_size = bytes("max_file_size", v)?;
-    }
-    if let Some(v) = spec.max_processes {
-        l.max_processes = v;
-    }
-    if let Some(v) = spec.max_open_files {
-        l.max_open_files = v;
-    }
-    if let Some(v) = &spec.tmp_size {
-        l.tmp_size = bytes("tmp_size", v)?;
-    }
-    Ok(l)
-}
-
-struct Above {
-    what: &'static str,
-    asked: String,
-    ceiling: String,
-}
-
-impl std::fmt::Display for Above {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} {} is above the ceiling of {}",
-            self.what, self.asked, self.ceiling
-        )
-    }
-}
-
-/// Every limit of `l` within `c`. A fuel or CPU ceiling means a run must be metered.
-fn check_within(l: &Limits, c: &Limits) -> Result<(), Above> {
-    fn over<T: PartialOrd + std::fmt::Debug>(what: &'static str, v: T, c: T) -> Result<(), Above> {
-        if v > c {
-            return Err(Above {
-                what,
-                asked: format!("{v:?}"),
-                ceiling: format!("{c:?}"),
-            });
-        }
-        Ok(())
-    }
-    over("timeout", l.timeout, c.timeout)?;
-    over("memory", l.memory, c.memory)?;
-    over("stdout_cap", l.stdout_cap, c.stdout_cap)?;
-    over("stderr_cap", l.stderr_cap, c.stderr_cap)?;
-    over("max_file_size", l.max_file_size, c.max_file_size)?;
-    over("max_processes", l.max_processes, c.max_processes)?;
-    over("max_open_files", l.max_open_files, c.max_open_files)?;
-    over("tmp_size", l.tmp_size, c.tmp_size)?;
-    if let Some(cf) = c.fuel {
-        over("fuel", l.fuel.unwrap_or(u64::MAX), cf)?;
-    }
-    if let Some(cc) = c.cpu {
-        over("cpu", l.cpu.unwrap_or(Duration::MAX), cc)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -530,7 +475,7 @@ mod tests {
         assert_eq!(p.ceilings.max_processes, 4096);
         let asks = LimitsSpec {
             max_processes: Some(4096),
-            tmp_size: Some("4GiB".into()),
+            tmp_size: Some(wrun_runtime::ByteSize::gib(4)),
             max_open_files: Some(65536),
             ..LimitsSpec::default()
         };
@@ -542,15 +487,15 @@ mod tests {
         let p = parse("version = 1\nsandbox = \"auto\"\n[ceilings]\ntimeout = \"1m\"\nmemory = \"512MiB\"\n")
             .expect("valid");
         let tight = LimitsSpec {
-            timeout: Some("5s".into()),
+            timeout: Some(std::time::Duration::from_secs(5)),
             ..LimitsSpec::default()
         };
         assert_eq!(
             p.limits_for(&tight).expect("within").timeout,
-            Duration::from_secs(5)
+            std::time::Duration::from_secs(5)
         );
         let greedy = LimitsSpec {
-            memory: Some("2GiB".into()),
+            memory: Some(wrun_runtime::ByteSize::gib(2)),
             ..LimitsSpec::default()
         };
         assert!(matches!(
@@ -558,7 +503,7 @@ mod tests {
             Err(PolicyError::AboveCeiling { what: "memory", .. })
         ));
         let zero = LimitsSpec {
-            stdout_cap: Some("0".into()),
+            stdout_cap: Some(wrun_runtime::ByteSize(0)),
             ..LimitsSpec::default()
         };
         assert!(matches!(p.limits_for(&zero), Err(PolicyError::BadRequest { .. })));

@@ -360,7 +360,7 @@ fn bad_input_is_refused_with_125_and_a_reason() {
         ),
         (
             &["run", "--no-cache", "--stdout-cap", "0", GUEST_WASM],
-            "stdout cap must be greater than zero",
+            "stdout_cap must be greater than zero",
         ),
         (
             &["run", "--no-cache", "--stdout-cap", "64MiB", GUEST_WASM],
@@ -512,10 +512,41 @@ fn sandbox_modes_from_flag_and_helper_sandbox() {
         &["run", "--bwrap", "/nonexistent/bwrap", "/bin/true"],
     );
     assert_eq!(code(&out), 125);
-    let out = wrun_with_env(
+    // HELPER_SANDBOX and --sandbox may make the policy's mode stricter, never looser: `off`
+    // is reported and the policy's `auto` holds (bwrap runs here).
+    for (env, flag) in [(Some("off"), None), (None, Some("off"))] {
+        let mut args = vec!["run", "--json"];
+        if let Some(flag) = flag {
+            args.extend(["--sandbox", flag]);
+        }
+        args.extend(["/bin/sh", "--", "-c", "exit 4"]);
+        let out = match env {
+            Some(value) => wrun_with_env(&fx, ("HELPER_SANDBOX", value), &args),
+            None => wrun(&fx, &args),
+        };
+        assert_eq!(code(&out), 4, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("is looser than the policy's sandbox mode (auto); the policy's holds"),
+            "{}",
+            stderr(&out)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["backend"]["confinement"]["kind"], "bwrap", "{v}");
+    }
+    // The twin: a policy whose mode is off runs without the sandbox, and says so.
+    let off = fx.worktree.join("off.toml");
+    std::fs::write(&off, "version = 1\nsandbox = \"off\"\n").unwrap();
+    let out = wrun(
         &fx,
-        ("HELPER_SANDBOX", "off"),
-        &["run", "/bin/sh", "--", "-c", "exit 4"],
+        &[
+            "run",
+            "--policy",
+            off.to_str().unwrap(),
+            "/bin/sh",
+            "--",
+            "-c",
+            "exit 4",
+        ],
     );
     assert_eq!(code(&out), 4);
     assert!(
@@ -612,7 +643,7 @@ fn policy_check_prints_the_resolved_policy_or_fails_closed() {
     let out = wrun(&fx, &["policy", "check", bad.to_str().unwrap()]);
     assert_eq!(code(&out), 125);
     assert!(
-        stderr(&out).contains("stdout cap must be greater than zero"),
+        stderr(&out).contains("stdout_cap must be greater than zero"),
         "{}",
         stderr(&out)
     );

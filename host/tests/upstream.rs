@@ -1282,3 +1282,22 @@ fn git_in_a_shell_helper_prints_patches_and_arguments_arrive_as_given() {
         "{bind}"
     );
 }
+
+/// A file of upstream's `.ai/` larger than wrun reads is refused before it is read (git is
+/// asked its size first).
+#[test]
+fn an_oversized_definitions_file_is_refused_before_it_is_read() {
+    let r = Repos::new();
+    let up = r.path("up");
+    let defs = std::fs::read_to_string(up.join(".ai/helpers.toml")).unwrap();
+    let padding = "# padding\n".repeat(120_000);
+    write(&up.join(".ai/helpers.toml"), &format!("{defs}{padding}"));
+    git(&up, &["commit", "-qam", "big"]);
+    let o = r.helper("marker", &[]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(
+        err(&o).contains("more than the 1048576 wrun reads"),
+        "{}",
+        err(&o)
+    );
+}

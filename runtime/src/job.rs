@@ -281,6 +281,12 @@ impl Job {
         self
     }
 
+    /// Adds environment variables as they are (each with its origin).
+    pub fn envs(mut self, vars: impl IntoIterator<Item = EnvVar>) -> Self {
+        self.env.extend(vars);
+        self
+    }
+
     /// Adds an environment variable set by the operator's policy: loader and interpreter
     /// variables are accepted from here, secrets still are not.
     pub fn policy_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {

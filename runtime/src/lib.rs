@@ -43,7 +43,7 @@ pub mod wasm;
 pub use capture::{Capture, Captured};
 pub use error::Error;
 pub use job::{Access, Job, Mount, Program, Stdin, WasmModule};
-pub use limits::{ByteSize, Limits};
+pub use limits::{Applies, ByteSize, LIMIT_FIELDS, LimitError, LimitField, Limits, LimitsSpec};
 #[cfg(target_os = "linux")]
 pub use native::{NativeConfig, NativeSandbox, SandboxMode};
 pub use outcome::{Backend, CacheUse, Confinement, Enforcement, Mechanism, Outcome, Status, Usage};

@@ -113,69 +113,370 @@ pub const TMP_SIZE_CEILING: ByteSize = ByteSize::gib(4);
 /// Most processes a native helper may ever get.
 pub const MAX_PROCESSES_CEILING: u32 = 4096;
 
+/// The largest WebAssembly module wrun reads or compiles (checked before reading it whole):
+/// [`crate::WasmConfig`]'s default, and the host's limit on a module from a base commit.
+pub const MAX_MODULE_SIZE: ByteSize = ByteSize::mib(128);
+
 /// Most open files per native process.
 pub const MAX_OPEN_FILES_CEILING: u32 = 65536;
 
-/// The limits one job runs under. Every field is enforced by every backend that can run the
-/// job; see each field for the mechanism.
-///
-/// Defaults ([`Limits::default`]):
-///
-/// | limit | default | ceiling |
-/// | --- | --- | --- |
-/// | `timeout` | 30 s | 1 h |
-/// | `fuel` | none (only wall time bounds CPU) | `u64::MAX` |
-/// | `memory` | 256 MiB | 4 GiB |
-/// | `stdout_cap` | 1 MiB | 10 MiB |
-/// | `stderr_cap` | 256 KiB | 10 MiB |
-/// | `cpu` (native) | none (only wall time) | 1 h |
-/// | `max_file_size` (native) | 1 GiB | 64 GiB |
-/// | `max_processes` (native) | 256 | 4096 |
-/// | `max_open_files` (native) | 1024 | 65536 |
-/// | `tmp_size` (native `/tmp`) | 256 MiB | 4 GiB |
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct Limits {
+/// Which helpers a limit applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applies {
+    /// Every helper.
+    All,
+    /// WebAssembly helpers only.
+    Wasm,
+    /// Native helpers only.
+    Native,
+}
+
+/// One limit, as every layer names it: its field (and key in policy files and the Outcome),
+/// the command-line flag, what its values look like, and which helpers it applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitField {
+    /// The field and policy key (`max_open_files`).
+    pub name: &'static str,
+    /// The command-line flag, without `--` (`max-open-files`).
+    pub flag: &'static str,
+    /// The form of a value (`30s`, `256MiB`, a count).
+    pub value: &'static str,
+    /// What it bounds, in a sentence.
+    pub help: &'static str,
+    /// Which helpers it applies to.
+    pub applies: Applies,
+}
+
+/// A value of one limit: parsed from text with units, zero detected, shown to people.
+trait LimitValue: Copy + PartialOrd {
+    fn parse_text(s: &str) -> Result<Self, String>;
+    fn is_zero(&self) -> bool;
+    fn show(&self) -> String;
+}
+
+impl LimitValue for Duration {
+    fn parse_text(s: &str) -> Result<Self, String> {
+        humantime::parse_duration(s.trim())
+            .map_err(|e| format!("invalid duration {s:?}: {e} (write e.g. 30s, 500ms, 2m)"))
+    }
+    fn is_zero(&self) -> bool {
+        Duration::is_zero(self)
+    }
+    fn show(&self) -> String {
+        humantime::format_duration(*self).to_string()
+    }
+}
+
+impl LimitValue for ByteSize {
+    fn parse_text(s: &str) -> Result<Self, String> {
+        s.parse().map_err(|e: ParseByteSizeError| e.to_string())
+    }
+    fn is_zero(&self) -> bool {
+        self.0 == 0
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+macro_rules! count_value {
+    ($($t:ty),*) => {$(
+        impl LimitValue for $t {
+            fn parse_text(s: &str) -> Result<Self, String> {
+                s.trim().parse().map_err(|_| format!("invalid number {s:?}: expected a whole number"))
+            }
+            fn is_zero(&self) -> bool {
+                *self == 0
+            }
+            fn show(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+count_value!(u32, u64);
+
+/// Defines the limits once: [`Limits`] (every value), [`LimitsSpec`] (some values, as a policy
+/// file, a helper definition or the command line gives them), [`LIMIT_FIELDS`], and how a
+/// spec applies over limits and limits are checked against ceilings. A field listed here is
+/// a field everywhere; `check_exhaustive` makes a field of `Limits` missing here a compile
+/// error.
+macro_rules! limits {
+    ($(
+        $(#[doc = $doc:literal])*
+        $(#[serde($($serde:tt)*)])?
+        $field:ident: $ty:ty [$value_ty:ty] = $default:expr, ceiling $ceiling:expr,
+            flag $flag:literal, value $value:literal, $applies:ident, $help:literal;
+    )*) => {
+        /// The limits one job runs under. Every field is enforced by every backend that can
+        /// run the job; see each field for the mechanism.
+        ///
+        /// Defaults ([`Limits::default`]) and ceilings ([`Limits::ceilings`]):
+        ///
+        /// | limit | default | ceiling |
+        /// | --- | --- | --- |
+        /// | `timeout` | 30 s | 1 h |
+        /// | `fuel` (wasm) | none (only wall time bounds CPU) | none |
+        /// | `memory` | 256 MiB | 4 GiB |
+        /// | `stdout_cap` | 1 MiB | 10 MiB |
+        /// | `stderr_cap` | 256 KiB | 10 MiB |
+        /// | `cpu` (native) | none (only wall time) | 1 h |
+        /// | `max_file_size` (native) | 1 GiB | 64 GiB |
+        /// | `max_processes` (native) | 256 | 4096 |
+        /// | `max_open_files` (native) | 1024 | 65536 |
+        /// | `tmp_size` (native `/tmp`) | 256 MiB | 4 GiB |
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[non_exhaustive]
+        pub struct Limits {
+            $(
+                $(#[doc = $doc])*
+                $(#[serde($($serde)*)])?
+                pub $field: $ty,
+            )*
+        }
+
+        impl Default for Limits {
+            fn default() -> Self {
+                Self { $($field: $default,)* }
+            }
+        }
+
+        impl Limits {
+            /// wrun's hard ceilings, as limits: the most any job may have, whatever the policy
+            /// (a policy's `[ceilings]` start here). Fuel and CPU have none here (unmetered is
+            /// allowed; a metered run is still bounded by [`TIMEOUT_CEILING`]).
+            pub fn ceilings() -> Self {
+                Self { $($field: $ceiling,)* }
+            }
+
+            /// Every limit within `ceilings`. An optional limit (fuel, CPU) with a ceiling must
+            /// be set: a ceiling on it means the run must be metered.
+            pub fn check_within(&self, ceilings: &Limits) -> Result<(), LimitError> {
+                $( within(stringify!($field), &self.$field, &ceilings.$field)?; )*
+                Ok(())
+            }
+
+            /// No limit is zero.
+            fn check_nonzero(&self) -> Result<(), LimitError> {
+                $(
+                    if Field::is_zero(&self.$field) {
+                        return Err(LimitError::Zero { name: stringify!($field) });
+                    }
+                )*
+                Ok(())
+            }
+        }
+
+        /// Every limit, as each layer names it.
+        pub const LIMIT_FIELDS: &[LimitField] = &[$(
+            LimitField {
+                name: stringify!($field),
+                flag: $flag,
+                value: $value,
+                help: $help,
+                applies: Applies::$applies,
+            },
+        )*];
+
+        /// Some limits: what a policy file's `[limits]`/`[ceilings]`, a helper definition's
+        /// `limits` or the command line's flags give, applied over other limits with
+        /// [`LimitsSpec::apply`]. In files, durations and sizes are strings with units
+        /// (`"30s"`, `"256MiB"`; a size may also be a number of bytes), counts are numbers.
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+        #[serde(deny_unknown_fields)]
+        pub struct LimitsSpec {
+            $(
+                #[doc = $help]
+                #[serde(default, skip_serializing_if = "Option::is_none", with = "spec_value")]
+                #[cfg_attr(feature = "schema", schemars(with = "Option<spec_value::LimitText>"))]
+                pub $field: Option<$value_ty>,
+            )*
+        }
+
+        impl LimitsSpec {
+            /// `base` with the values given here.
+            pub fn apply(&self, base: &Limits) -> Limits {
+                let mut out = base.clone();
+                $(
+                    if let Some(v) = self.$field {
+                        out.$field = Field::from_value(v);
+                    }
+                )*
+                out
+            }
+
+            /// Sets the limit named `name` (a field or flag name) from text with units.
+            pub fn set(&mut self, name: &str, text: &str) -> Result<(), LimitError> {
+                $(
+                    if name == stringify!($field) || name == $flag {
+                        let v = <$value_ty as LimitValue>::parse_text(text).map_err(|reason| {
+                            LimitError::Invalid { name: stringify!($field), reason }
+                        })?;
+                        self.$field = Some(v);
+                        return Ok(());
+                    }
+                )*
+                Err(LimitError::Unknown { name: name.to_owned() })
+            }
+
+            /// The names of the limits given here.
+            pub fn given(&self) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $( if self.$field.is_some() { out.push(stringify!($field)); } )*
+                out
+            }
+        }
+
+        /// A compile error when a field of [`Limits`] is not listed in the macro.
+        #[allow(dead_code)]
+        fn check_exhaustive(l: &Limits) {
+            let Limits { $($field: _,)* } = l;
+        }
+    };
+}
+
+/// A field of [`Limits`]: a value, or an optional one (fuel, CPU).
+trait Field: Sized {
+    type Value: LimitValue;
+    fn is_zero(&self) -> bool;
+    fn from_value(v: Self::Value) -> Self;
+    /// `None` where the field is unset.
+    fn value(&self) -> Option<Self::Value>;
+}
+
+impl<T: LimitValue> Field for T {
+    type Value = T;
+    fn is_zero(&self) -> bool {
+        LimitValue::is_zero(self)
+    }
+    fn from_value(v: T) -> Self {
+        v
+    }
+    fn value(&self) -> Option<T> {
+        Some(*self)
+    }
+}
+
+impl<T: LimitValue> Field for Option<T> {
+    type Value = T;
+    fn is_zero(&self) -> bool {
+        self.is_some_and(|v| LimitValue::is_zero(&v))
+    }
+    fn from_value(v: T) -> Self {
+        Some(v)
+    }
+    fn value(&self) -> Option<T> {
+        *self
+    }
+}
+
+/// `value` within `ceiling`; an optional value with a ceiling must be set.
+fn within<F: Field>(name: &'static str, value: &F, ceiling: &F) -> Result<(), LimitError> {
+    let Some(c) = ceiling.value() else {
+        return Ok(());
+    };
+    match value.value() {
+        Some(v) if v > c => Err(LimitError::AboveCeiling {
+            name,
+            value: v.show(),
+            ceiling: c.show(),
+        }),
+        Some(_) => Ok(()),
+        None => Err(LimitError::AboveCeiling {
+            name,
+            value: "unmetered".to_owned(),
+            ceiling: c.show(),
+        }),
+    }
+}
+
+limits! {
     /// Wall-clock time from start to the end of the helper. wasm: epoch interruption plus a
     /// timer around the whole call, so a guest blocked in a host call is stopped too.
     #[serde(with = "duration_ms")]
-    pub timeout: Duration,
+    timeout: Duration [Duration] = Duration::from_secs(30), ceiling TIMEOUT_CEILING,
+        flag "timeout", value "DURATION", All, "Wall-clock limit, e.g. 30s, 500ms, 2m";
     /// Deterministic instruction budget (wasm only). `None` means no fuel metering.
-    pub fuel: Option<u64>,
-    /// Linear memory (wasm: all memories of the instance together).
-    pub memory: ByteSize,
+    fuel: Option<u64> [u64] = None, ceiling None,
+        flag "fuel", value "UNITS", Wasm,
+        "Instruction budget in fuel units (roughly 10 billion per CPU-second); unset: unmetered";
+    /// Linear memory (wasm: all memories of the instance together); a native helper's address
+    /// space per process and, with its `/tmp`, its memory cgroup.
+    memory: ByteSize [ByteSize] = ByteSize::mib(256), ceiling MEMORY_CEILING,
+        flag "memory", value "SIZE", All,
+        "Memory: a wasm helper's linear memory, a native helper's address space (and, with its /tmp, its memory cgroup)";
     /// Bytes of stdout kept (head and tail); everything beyond is counted and cut.
-    pub stdout_cap: ByteSize,
+    stdout_cap: ByteSize [ByteSize] = ByteSize::mib(1), ceiling OUTPUT_CAP_CEILING,
+        flag "stdout-cap", value "SIZE", All, "Bytes of stdout kept (head and tail; the middle is cut)";
     /// Bytes of stderr kept (head and tail); everything beyond is counted and cut.
-    pub stderr_cap: ByteSize,
+    stderr_cap: ByteSize [ByteSize] = ByteSize::kib(256), ceiling OUTPUT_CAP_CEILING,
+        flag "stderr-cap", value "SIZE", All, "Bytes of stderr kept (head and tail; the middle is cut)";
     /// CPU time of each native process (`RLIMIT_CPU`): the native analogue of fuel.
     #[serde(with = "opt_duration_ms")]
-    pub cpu: Option<Duration>,
+    cpu: Option<Duration> [Duration] = None, ceiling None,
+        flag "cpu", value "DURATION", Native, "CPU time per process (whole seconds), e.g. 10s; unset: none";
     /// Largest file a native helper may write (`RLIMIT_FSIZE`): a disk fill stops here.
-    pub max_file_size: ByteSize,
+    max_file_size: ByteSize [ByteSize] = ByteSize::gib(1), ceiling MAX_FILE_SIZE_CEILING,
+        flag "max-file-size", value "SIZE", Native, "Largest file the helper may write";
     /// Processes and threads of a native helper (a pids cgroup where wrun can create one,
     /// else `RLIMIT_NPROC`; the Outcome says which held).
-    pub max_processes: u32,
+    max_processes: u32 [u32] = 256, ceiling MAX_PROCESSES_CEILING,
+        flag "max-processes", value "N", Native, "Processes and threads";
     /// Open file descriptors per native process (`RLIMIT_NOFILE`).
-    pub max_open_files: u32,
-    /// Size of the native sandbox's private `/tmp` (a tmpfs).
-    pub tmp_size: ByteSize,
+    max_open_files: u32 [u32] = 1024, ceiling MAX_OPEN_FILES_CEILING,
+        flag "max-open-files", value "N", Native, "Open files per process";
+    /// Size of the native sandbox's private `/tmp` (a tmpfs; `/dev/shm` too).
+    tmp_size: ByteSize [ByteSize] = ByteSize::mib(256), ceiling TMP_SIZE_CEILING,
+        flag "tmp-size", value "SIZE", Native, "Size of the private /tmp (and of /dev/shm)";
 }
 
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(30),
-            fuel: None,
-            memory: ByteSize::mib(256),
-            stdout_cap: ByteSize::mib(1),
-            stderr_cap: ByteSize::kib(256),
-            cpu: None,
-            max_file_size: ByteSize::gib(1),
-            max_processes: 256,
-            max_open_files: 1024,
-            tmp_size: ByteSize::mib(256),
+/// Serde for a [`LimitsSpec`] value: text with units, or a number (a count, fuel, bytes).
+mod spec_value {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::LimitValue;
+
+    /// A value as written: text with units, or a number.
+    #[derive(Deserialize)]
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[serde(untagged)]
+    pub(super) enum LimitText {
+        /// `"30s"`, `"256MiB"`.
+        Text(String),
+        /// A count, fuel units or bytes.
+        Number(u64),
+        /// Refused: a limit is never negative.
+        #[cfg_attr(feature = "schema", schemars(skip))]
+        Negative(i64),
+        /// Refused: a limit is a whole number.
+        #[cfg_attr(feature = "schema", schemars(skip))]
+        Fraction(f64),
+    }
+
+    pub(super) fn serialize<T: LimitValue, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_str(&v.show()),
+            None => s.serialize_none(),
         }
+    }
+
+    pub(super) fn deserialize<'de, T: LimitValue, D: Deserializer<'de>>(d: D) -> Result<Option<T>, D::Error> {
+        let text = match LimitText::deserialize(d)? {
+            LimitText::Text(t) => t,
+            LimitText::Number(n) => n.to_string(),
+            LimitText::Negative(n) => {
+                return Err(serde::de::Error::custom(format!(
+                    "invalid value {n}: a limit is never negative"
+                )));
+            }
+            LimitText::Fraction(n) => {
+                return Err(serde::de::Error::custom(format!(
+                    "invalid value {n}: a limit is a whole number (or text with a unit, \"1.5s\" is \"1500ms\")"
+                )));
+            }
+        };
+        T::parse_text(&text).map(Some).map_err(serde::de::Error::custom)
     }
 }
 
@@ -191,7 +492,7 @@ pub enum LimitError {
         /// Which limit.
         name: &'static str,
     },
-    /// The limit is above the hard ceiling.
+    /// The limit is above its ceiling (wrun's, or a policy's).
     #[error("{name} {value} is above the ceiling of {ceiling}; lower it")]
     AboveCeiling {
         /// Which limit.
@@ -200,6 +501,20 @@ pub enum LimitError {
         value: String,
         /// The ceiling.
         ceiling: String,
+    },
+    /// A value that does not parse.
+    #[error("{name}: {reason}")]
+    Invalid {
+        /// Which limit.
+        name: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// No limit has this name.
+    #[error("no limit is called {name:?}")]
+    Unknown {
+        /// The name given.
+        name: String,
     },
 }
 
@@ -256,81 +571,21 @@ impl Limits {
         self
     }
 
-    /// Checks every limit: none may be zero, none may exceed its ceiling.
+    /// Checks every limit: none may be zero, none may exceed wrun's hard ceiling, and a CPU
+    /// limit is whole seconds of at most the timeout ceiling.
     pub fn validate(&self) -> Result<(), LimitError> {
-        if self.timeout.is_zero() {
-            return Err(LimitError::Zero { name: "timeout" });
-        }
-        if self.timeout > TIMEOUT_CEILING {
-            return Err(LimitError::AboveCeiling {
-                name: "timeout",
-                value: format!("{:?}", self.timeout),
-                ceiling: format!("{:?}", TIMEOUT_CEILING),
-            });
-        }
-        if self.fuel == Some(0) {
-            return Err(LimitError::Zero { name: "fuel" });
-        }
-        check("memory", self.memory, MEMORY_CEILING)?;
-        check("stdout cap", self.stdout_cap, OUTPUT_CAP_CEILING)?;
-        check("stderr cap", self.stderr_cap, OUTPUT_CAP_CEILING)?;
+        self.check_nonzero()?;
+        self.check_within(&Limits::ceilings())?;
         if let Some(cpu) = self.cpu {
             if cpu < Duration::from_secs(1) {
                 return Err(LimitError::Zero {
                     name: "cpu (whole seconds)",
                 });
             }
-            if cpu > TIMEOUT_CEILING {
-                return Err(LimitError::AboveCeiling {
-                    name: "cpu",
-                    value: format!("{cpu:?}"),
-                    ceiling: format!("{TIMEOUT_CEILING:?}"),
-                });
-            }
+            within("cpu", &cpu, &TIMEOUT_CEILING)?;
         }
-        check("max file size", self.max_file_size, MAX_FILE_SIZE_CEILING)?;
-        check("tmp size", self.tmp_size, TMP_SIZE_CEILING)?;
-        check("max processes", self.max_processes, MAX_PROCESSES_CEILING)?;
-        check("max open files", self.max_open_files, MAX_OPEN_FILES_CEILING)?;
         Ok(())
     }
-
-    /// wrun's hard ceilings, as limits: the most any job may have, whatever the policy (a
-    /// policy's `[ceilings]` start here). Fuel and CPU have none (unmetered is allowed; a
-    /// metered run is still bounded by [`TIMEOUT_CEILING`]).
-    pub fn ceilings() -> Self {
-        Self {
-            timeout: TIMEOUT_CEILING,
-            fuel: None,
-            memory: MEMORY_CEILING,
-            stdout_cap: OUTPUT_CAP_CEILING,
-            stderr_cap: OUTPUT_CAP_CEILING,
-            cpu: None,
-            max_file_size: MAX_FILE_SIZE_CEILING,
-            max_processes: MAX_PROCESSES_CEILING,
-            max_open_files: MAX_OPEN_FILES_CEILING,
-            tmp_size: TMP_SIZE_CEILING,
-        }
-    }
-}
-
-/// Zero (the type's default) is an error, and so is a value above `ceiling`.
-fn check<T: PartialOrd + Default + fmt::Display>(
-    name: &'static str,
-    value: T,
-    ceiling: T,
-) -> Result<(), LimitError> {
-    if value == T::default() {
-        return Err(LimitError::Zero { name });
-    }
-    if value > ceiling {
-        return Err(LimitError::AboveCeiling {
-            name,
-            value: value.to_string(),
-            ceiling: ceiling.to_string(),
-        });
-    }
-    Ok(())
 }
 
 /// Serializes an optional `Duration` as whole milliseconds.
@@ -401,6 +656,60 @@ mod tests {
         ] {
             assert!(matches!(limits.validate(), Err(LimitError::Zero { .. })));
         }
+    }
+
+    #[test]
+    fn a_spec_parses_from_a_file_applies_over_limits_and_sets_from_flags() {
+        let spec: LimitsSpec = serde_json::from_str(
+            r#"{"timeout":"90s","memory":"512MiB","max_processes":64,"tmp_size":1048576,"fuel":5000}"#,
+        )
+        .expect("parses");
+        let l = spec.apply(&Limits::default());
+        assert_eq!(l.timeout, Duration::from_secs(90));
+        assert_eq!(l.memory, ByteSize::mib(512));
+        assert_eq!(l.max_processes, 64);
+        assert_eq!(l.tmp_size, ByteSize::mib(1));
+        assert_eq!(l.fuel, Some(5000));
+        assert_eq!(l.stdout_cap, Limits::default().stdout_cap);
+        assert_eq!(
+            spec.given(),
+            ["timeout", "fuel", "memory", "max_processes", "tmp_size"]
+        );
+        for bad in [
+            r#"{"timeout":"soon"}"#,
+            r#"{"memory":"lots"}"#,
+            r#"{"max_processes":"many"}"#,
+            r#"{"nope":1}"#,
+        ] {
+            assert!(serde_json::from_str::<LimitsSpec>(bad).is_err(), "{bad}");
+        }
+        let mut flags = LimitsSpec::default();
+        for field in LIMIT_FIELDS {
+            let value = match field.value {
+                "DURATION" => "2s",
+                "SIZE" => "1MiB",
+                _ => "7",
+            };
+            flags.set(field.flag, value).expect(field.flag);
+        }
+        assert_eq!(flags.given().len(), LIMIT_FIELDS.len());
+        assert!(matches!(
+            flags.set("max-open-files", "x"),
+            Err(LimitError::Invalid { .. })
+        ));
+        assert!(matches!(
+            flags.set("max-open-file", "1"),
+            Err(LimitError::Unknown { .. })
+        ));
+    }
+
+    #[test]
+    fn a_ceiling_on_fuel_or_cpu_means_the_run_must_be_metered() {
+        let mut ceilings = Limits::ceilings();
+        ceilings.fuel = Some(1000);
+        assert!(Limits::default().check_within(&ceilings).is_err());
+        assert!(Limits::default().with_fuel(999).check_within(&ceilings).is_ok());
+        assert!(Limits::default().with_fuel(1001).check_within(&ceilings).is_err());
     }
 
     #[test]

@@ -19,7 +19,14 @@ pub(crate) struct DoctorCmd {
 
 impl DoctorCmd {
     pub(crate) async fn execute(self) -> anyhow::Result<u8> {
-        let native = super::run::native_sandbox(self.sandbox, self.bwrap)?;
+        let mode = match (self.sandbox, wrun_host::ambient::helper_sandbox()) {
+            (Some(mode), _) => mode,
+            (None, Some(value)) => value
+                .parse()
+                .map_err(|e| anyhow::anyhow!("HELPER_SANDBOX: {e}"))?,
+            (None, None) => SandboxMode::Auto,
+        };
+        let native = super::run::native_backend(mode, self.bwrap)?;
         let probe = native.probe().await;
         for (name, value) in native.report().await {
             say!("{name:<46} {value}")?;

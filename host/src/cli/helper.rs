@@ -4,7 +4,7 @@
 use crate::cli::out::{note, say};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
@@ -14,10 +14,7 @@ use wrun_host::git::{BaseRef, Upstream};
 use wrun_host::helper::{Plan, Request};
 use wrun_host::policy::Policy;
 use wrun_host::{ambient, exit, untrusted};
-use wrun_runtime::{Backend, Outcome, Runner, Sandbox, SandboxMode, WasmConfig, WasmSandbox};
-
-/// The policy used when `--policy` is not given.
-const DEFAULT_POLICY: &str = include_str!("../../../policies/default.toml");
+use wrun_runtime::{Backend, Outcome, Runner, Sandbox, WasmConfig, WasmSandbox};
 
 #[derive(Debug, Args)]
 pub(crate) struct HelperArgs {
@@ -113,7 +110,7 @@ impl HelperArgs {
     fn policy(&self) -> anyhow::Result<Policy> {
         Ok(match &self.policy {
             Some(path) => Policy::load(path)?,
-            None => Policy::parse(Path::new("<built-in default policy>"), DEFAULT_POLICY)?,
+            None => Policy::builtin("default")?,
         })
     }
 
@@ -121,7 +118,7 @@ impl HelperArgs {
     /// kept so they can be audited).
     fn prepare(&self) -> anyhow::Result<Prepared> {
         let mut policy = self.policy()?;
-        policy.sandbox = effective_mode(policy.sandbox)?;
+        policy.sandbox = crate::cli::run::sandbox_mode(&policy, None)?;
         let base = BaseRef::parse(&self.base)?;
         let git = wrun_host::helper::git_binary()
             .context("git is not on PATH; install git (apt-get install git)")?;
@@ -223,28 +220,6 @@ impl HelperArgs {
     }
 }
 
-/// The sandbox mode: the policy's, which `HELPER_SANDBOX` may make stricter but never looser.
-fn effective_mode(policy: SandboxMode) -> anyhow::Result<SandboxMode> {
-    let rank = |m: SandboxMode| match m {
-        SandboxMode::Off => 0,
-        SandboxMode::Auto => 1,
-        _ => 2,
-    };
-    let Some(value) = ambient::helper_sandbox() else {
-        return Ok(policy);
-    };
-    let asked: SandboxMode = value
-        .parse()
-        .map_err(|e| anyhow::anyhow!("HELPER_SANDBOX: {e}"))?;
-    if rank(asked) < rank(policy) {
-        note!(
-            "wrun: warning: HELPER_SANDBOX={value} is looser than the policy's sandbox mode; the policy's holds"
-        );
-        return Ok(policy);
-    }
-    Ok(asked)
-}
-
 impl ExplainCmd {
     pub(crate) fn execute(self) -> anyhow::Result<u8> {
         let prepared = self.common.prepare()?;
@@ -282,7 +257,7 @@ impl HelperCmd {
                 return Err(e);
             }
         };
-        let native = crate::cli::run::native_sandbox(Some(plan.sandbox), self.common.bwrap.clone())?;
+        let native = crate::cli::run::native_backend(plan.sandbox, self.common.bwrap.clone())?;
         let mut config = WasmConfig::default();
         config.cache_dir = ambient::default_cache_dir();
         let runner = Runner::new(WasmSandbox::new(config)?, Some(native));

@@ -4,6 +4,7 @@
 mod check;
 mod doctor;
 mod helper;
+mod limits;
 mod out;
 mod policy;
 mod run;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use wrun_host::policy::Policy;
 use wrun_host::{ambient, exit, parse};
 
 use crate::cli::out::{ErrOut, Out, note};
@@ -61,29 +62,17 @@ pub(crate) struct RunCmd {
     #[arg(long, value_name = "FILE")]
     stdin: Option<PathBuf>,
 
-    /// Wall-clock limit, e.g. 30s, 500ms, 2m. Default: 30s.
-    #[arg(long, value_parser = parse::duration)]
-    timeout: Option<Duration>,
+    /// The policy whose limits, ceilings, environment rules and sandbox mode the run gets, as
+    /// `wrun helper` would give them. Default: wrun's built-in policies/dev.toml.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
 
-    /// wasm: instruction budget (fuel units; roughly 10 billion per CPU-second). Default:
-    /// unmetered.
-    #[arg(long)]
-    fuel: Option<u64>,
+    #[command(flatten)]
+    limits: crate::cli::limits::LimitFlags,
 
-    /// Memory: a wasm helper's linear memory, a native helper's address space (and, with its
-    /// /tmp, its memory cgroup). Default: 256MiB.
-    #[arg(long)]
-    memory: Option<ByteSize>,
-
-    /// Bytes of stdout kept (head and tail; the middle is cut). At most 10MiB. Default: 1MiB.
-    #[arg(long)]
-    stdout_cap: Option<ByteSize>,
-
-    /// Bytes of stderr kept (head and tail; the middle is cut). At most 10MiB. Default: 256KiB.
-    #[arg(long)]
-    stderr_cap: Option<ByteSize>,
-
-    /// Native helpers: require | auto | off. Default: $HELPER_SANDBOX, else auto.
+    /// Native helpers: require | auto | off, which may make the policy's mode stricter, never
+    /// looser (as $HELPER_SANDBOX may). To run without the sandbox, use a policy whose
+    /// `sandbox` is `off`.
     #[arg(long, value_name = "MODE")]
     sandbox: Option<SandboxMode>,
 
@@ -91,26 +80,6 @@ pub(crate) struct RunCmd {
     /// without a guest path); a tools venv, for example. Repeatable.
     #[arg(long = "ro-bind", value_name = "HOST[::GUEST]", value_parser = parse::ro_bind)]
     ro_binds: Vec<Mount>,
-
-    /// Native helpers: CPU-time limit per process (whole seconds), e.g. 10s. Default: none.
-    #[arg(long, value_parser = parse::duration)]
-    cpu: Option<Duration>,
-
-    /// Native helpers: largest file the helper may write, e.g. 100MiB. Default: 1GiB.
-    #[arg(long)]
-    max_file_size: Option<ByteSize>,
-
-    /// Native helpers: processes and threads. Default: 256.
-    #[arg(long)]
-    max_processes: Option<u32>,
-
-    /// Native helpers: open files per process. Default: 1024.
-    #[arg(long)]
-    max_open_files: Option<u32>,
-
-    /// Native helpers: size of the private /tmp (and of /dev/shm). Default: 256MiB.
-    #[arg(long)]
-    tmp_size: Option<ByteSize>,
 
     /// Native helpers: absolute path of bwrap. Default: found on PATH.
     #[arg(long, value_name = "PATH")]
@@ -149,71 +118,62 @@ const NATIVE_MEMORY_FLOOR: ByteSize = ByteSize::mib(4);
 impl RunCmd {
     /// Flags that apply to one kind of helper, given for the other, are refused.
     fn check_flags(&self, wasm: bool) -> anyhow::Result<()> {
+        use wrun_runtime::Applies;
+        let given = |applies: Applies| {
+            self.limits
+                .given
+                .iter()
+                .find(|(_, a)| *a == applies)
+                .map(|(flag, _)| format!("--{flag}"))
+        };
         let native_only = [
-            ("--sandbox", self.sandbox.is_some()),
-            ("--ro-bind", !self.ro_binds.is_empty()),
-            ("--cpu", self.cpu.is_some()),
-            ("--max-file-size", self.max_file_size.is_some()),
-            ("--max-processes", self.max_processes.is_some()),
-            ("--max-open-files", self.max_open_files.is_some()),
-            ("--tmp-size", self.tmp_size.is_some()),
-            ("--bwrap", self.bwrap.is_some()),
-        ];
+            ("--sandbox".to_owned(), self.sandbox.is_some()),
+            ("--ro-bind".to_owned(), !self.ro_binds.is_empty()),
+            ("--bwrap".to_owned(), self.bwrap.is_some()),
+        ]
+        .into_iter()
+        .find(|(_, on)| *on)
+        .map(|(flag, _)| flag)
+        .or_else(|| given(Applies::Native));
         if wasm {
-            if let Some((flag, _)) = native_only.iter().find(|(_, given)| *given) {
+            if let Some(flag) = native_only {
                 bail!(
                     "{flag} applies to native helpers only; {} is a wasm module (its CPU is bounded by --fuel and --timeout, its files by --dir)",
                     self.program.display()
                 );
             }
-        } else if self.fuel.is_some() {
-            bail!("--fuel applies to wasm helpers only; bound a native helper's CPU with --cpu");
+        } else if let Some(flag) = given(Applies::Wasm) {
+            bail!("{flag} applies to wasm helpers only; bound a native helper's CPU with --cpu");
         } else if self.no_worktree {
             bail!("--no-worktree applies to wasm helpers only");
         }
         Ok(())
     }
 
-    fn limits(&self) -> anyhow::Result<Limits> {
-        let mut limits = Limits::default();
-        if let Some(v) = self.timeout {
-            limits = limits.with_timeout(v);
-        }
-        if let Some(v) = self.fuel {
-            limits = limits.with_fuel(v);
-        }
-        if let Some(v) = self.memory {
-            limits = limits.with_memory(v);
-        }
-        if let Some(v) = self.stdout_cap {
-            limits = limits.with_stdout_cap(v);
-        }
-        if let Some(v) = self.stderr_cap {
-            limits = limits.with_stderr_cap(v);
-        }
-        if let Some(v) = self.cpu {
-            limits = limits.with_cpu(v);
-        }
-        if let Some(v) = self.max_file_size {
-            limits = limits.with_max_file_size(v);
-        }
-        if let Some(v) = self.max_processes {
-            limits = limits.with_max_processes(v);
-        }
-        if let Some(v) = self.max_open_files {
-            limits = limits.with_max_open_files(v);
-        }
-        if let Some(v) = self.tmp_size {
-            limits = limits.with_tmp_size(v);
-        }
-        limits.validate()?;
-        Ok(limits)
+    /// The policy: `--policy FILE`, else the built-in dev policy.
+    fn policy(&self) -> anyhow::Result<Policy> {
+        Ok(match &self.policy {
+            Some(path) => Policy::load(path)?,
+            None => Policy::builtin("dev")?,
+        })
+    }
+
+    /// The flags' limits over the policy's defaults, within its ceilings.
+    fn limits(&self, policy: &Policy) -> anyhow::Result<Limits> {
+        policy.limits_for(&self.limits.spec).map_err(|e| {
+            let from = match &self.policy {
+                Some(path) => path.display().to_string(),
+                None => "wrun's built-in policies/dev.toml".to_owned(),
+            };
+            anyhow::anyhow!("{e} (policy: {from}; a policy given with --policy sets other ceilings)")
+        })
     }
 
     pub(crate) async fn execute(self) -> anyhow::Result<u8> {
         let wasm = is_wasm(&self.program);
         self.check_flags(wasm)?;
-        let limits = self.limits()?;
+        let policy = self.policy()?;
+        let limits = self.limits(&policy)?;
         if !wasm && limits.memory < NATIVE_MEMORY_FLOOR {
             bail!(
                 "--memory {} is too small to start a native helper (bubblewrap alone needs about {NATIVE_MEMORY_FLOOR}); give it at least that",
@@ -228,7 +188,7 @@ impl RunCmd {
         let mut config = WasmConfig::default();
         config.cache_dir = cache_dir;
         let max_module = config.max_module_size.bytes();
-        let native = native_sandbox(self.sandbox, self.bwrap.clone())?;
+        let native = native_sandbox(&policy, self.sandbox, self.bwrap.clone())?;
         let runner = Runner::new(WasmSandbox::new(config)?, Some(native));
 
         let worktree = match &self.worktree {
@@ -262,6 +222,16 @@ impl RunCmd {
         for mount in self.dirs.iter().chain(&self.ro_binds) {
             job = job.dir(mount.clone());
         }
+        if !wasm {
+            // The policy's read-only binds, as production gives them (a tools prefix).
+            for dir in &policy.native.ro_binds {
+                let guest = dir.to_string_lossy().into_owned();
+                job = job.dir(Mount::new(dir, guest, Access::ReadOnly));
+            }
+        }
+        // The policy's fixed values, then --env: nothing of wrun's own environment reaches the
+        // helper unless named (the policy's allowlist is for hosts: `wrun helper`).
+        job = job.envs(policy.env_for(|_| None));
         for spec in &self.env {
             job = match spec.split_once('=') {
                 Some((name, value)) => job.env(name, value),
@@ -382,24 +352,53 @@ fn stdin_has_input() -> bool {
     kind == SFlag::S_IFIFO || kind == SFlag::S_IFSOCK || (kind == SFlag::S_IFREG && st.st_size > 0)
 }
 
-/// The native backend as the flags and `HELPER_SANDBOX` configure it.
+/// The native backend in the policy's sandbox mode, made stricter (never looser) by
+/// `HELPER_SANDBOX` and `--sandbox`.
 pub(crate) fn native_sandbox(
-    mode: Option<SandboxMode>,
+    policy: &Policy,
+    flag: Option<SandboxMode>,
     bwrap: Option<PathBuf>,
 ) -> anyhow::Result<NativeSandbox> {
-    let mode = match (mode, ambient::helper_sandbox()) {
-        (Some(mode), _) => mode,
-        (None, Some(value)) => value
-            .parse()
-            .map_err(|e| anyhow::anyhow!("HELPER_SANDBOX: {e}"))?,
-        (None, None) => SandboxMode::Auto,
-    };
+    native_backend(sandbox_mode(policy, flag)?, bwrap)
+}
+
+/// The native backend in `mode`, with bwrap at `bwrap` (else found on PATH).
+pub(crate) fn native_backend(mode: SandboxMode, bwrap: Option<PathBuf>) -> anyhow::Result<NativeSandbox> {
     let bwrap = match bwrap {
         Some(path) if path.is_absolute() => Some(path),
         Some(path) => bail!("--bwrap {}: give an absolute path", path.display()),
         None => ambient::which("bwrap"),
     };
     Ok(NativeSandbox::new(NativeConfig::new(bwrap, mode))?)
+}
+
+/// The sandbox mode: the policy's, which `HELPER_SANDBOX` and a `--sandbox` flag may make
+/// stricter but never looser (a looser one is reported and does not hold).
+pub(crate) fn sandbox_mode(policy: &Policy, flag: Option<SandboxMode>) -> anyhow::Result<SandboxMode> {
+    let mut asked = Vec::new();
+    let mut named = Vec::new();
+    if let Some(value) = ambient::helper_sandbox() {
+        let mode: SandboxMode = value
+            .parse()
+            .map_err(|e| anyhow::anyhow!("HELPER_SANDBOX: {e}"))?;
+        asked.push(mode);
+        named.push(format!("HELPER_SANDBOX={value}"));
+    }
+    if let Some(mode) = flag {
+        asked.push(mode);
+        named.push(format!("--sandbox {mode}"));
+    }
+    let (mode, looser) = policy.sandbox_mode(&asked);
+    if let Some(looser) = looser
+        && let Some(at) = asked.iter().position(|m| *m == looser)
+    {
+        note!(
+            "wrun: warning: {} is looser than the policy's sandbox mode ({}); the policy's holds (a policy with `sandbox = \"off\"` runs without it)",
+            named[at],
+            policy.sandbox
+        );
+    }
+    Ok(mode)
 }
 
 /// Whether the helper is a wasm module: named `.wasm`, or starting with the WebAssembly magic

@@ -68,6 +68,16 @@ pub enum SandboxMode {
     Off,
 }
 
+impl std::fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SandboxMode::Require => "require",
+            SandboxMode::Auto => "auto",
+            SandboxMode::Off => "off",
+        })
+    }
+}
+
 impl std::str::FromStr for SandboxMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

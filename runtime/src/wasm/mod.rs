@@ -100,7 +100,7 @@ impl Default for WasmConfig {
             cache_dir: None,
             allocator: Allocator::OnDemand,
             max_concurrent: 64,
-            max_module_size: ByteSize::mib(128),
+            max_module_size: crate::limits::MAX_MODULE_SIZE,
             max_wasm_stack: ByteSize::mib(1),
         }
     }
