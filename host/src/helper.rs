@@ -158,7 +158,8 @@ pub struct Explanation<'a> {
 impl Plan {
     /// What `wrun explain` shows of this plan.
     pub fn explain(&self) -> Explanation<'_> {
-        let guarded = guard(&self.job.env);
+        let job = self.job.parts();
+        let guarded = guard(job.env);
         let mount = |m: &Mount| {
             let mut text = format!(
                 "{} -> {} ({})",
@@ -177,17 +178,11 @@ impl Plan {
             kind: self.kind,
             definition: &self.source,
             program: &self.program,
-            args: &self.job.args,
-            binds: self
-                .job
-                .worktree
-                .iter()
-                .chain(&self.job.dirs)
-                .map(mount)
-                .collect(),
+            args: job.args,
+            binds: job.worktree.into_iter().chain(job.dirs).map(mount).collect(),
             env: guarded.vars.into_iter().map(|(name, _)| name).collect(),
             env_dropped: guarded.dropped,
-            limits: &self.job.limits,
+            limits: job.limits,
             sandbox: self.sandbox,
             decisions: &self.decisions,
         }
@@ -370,8 +365,13 @@ pub fn plan(
             ));
         }
     }
-    job.env = policy.env_for(env_lookup);
-    if def.kind == Kind::Shell && !job.env.iter().any(|v| v.name == "PATH") {
+    let env = policy.env_for(env_lookup);
+    let has_path = env.iter().any(|v| v.name == "PATH");
+    job = job.envs(env);
+    if def.kind != Kind::Wasm {
+        job = job.sandbox(policy.sandbox);
+    }
+    if def.kind == Kind::Shell && !has_path {
         let path = policy
             .native
             .path
@@ -411,7 +411,7 @@ pub fn plan(
         }
         decisions.push("git runs with its configuration isolated".to_owned());
     }
-    for dropped in guard(&job.env).dropped {
+    for dropped in guard(job.parts().env).dropped {
         decisions.push(format!("env {} dropped ({})", dropped.name, dropped.reason));
     }
     Ok(Plan {

@@ -22,6 +22,42 @@ pub enum Access {
     ReadWrite,
 }
 
+/// Whether native helpers must, may or must not run in their sandbox (bubblewrap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Refuse to run when the sandbox is unavailable. For production.
+    Require,
+    /// Sandbox when possible, else run unsandboxed and say so.
+    Auto,
+    /// Never sandbox. An escape hatch.
+    Off,
+}
+
+impl std::fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SandboxMode::Require => "require",
+            SandboxMode::Auto => "auto",
+            SandboxMode::Off => "off",
+        })
+    }
+}
+
+impl std::str::FromStr for SandboxMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "require" => Ok(Self::Require),
+            "auto" => Ok(Self::Auto),
+            "off" => Ok(Self::Off),
+            other => Err(format!(
+                "invalid sandbox mode {other:?}: expected require, auto or off"
+            )),
+        }
+    }
+}
+
 /// A host directory (or, for the native backend, a file) made visible to the helper.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
@@ -186,6 +222,28 @@ pub enum Stdin {
     Stream(Arc<std::os::fd::OwnedFd>),
 }
 
+/// A [`Job`]'s contents, borrowed ([`Job::parts`]).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct JobParts<'a> {
+    /// The helper.
+    pub program: &'a Program,
+    /// Arguments after `argv[0]`.
+    pub args: &'a [String],
+    /// The pull-request worktree, the helper's working directory.
+    pub worktree: Option<&'a Mount>,
+    /// Further directories, only as listed.
+    pub dirs: &'a [Mount],
+    /// The environment, before the runtime's guard ([`crate::env::guard`]).
+    pub env: &'a [EnvVar],
+    /// Standard input.
+    pub stdin: &'a Stdin,
+    /// The limits.
+    pub limits: &'a Limits,
+    /// The sandbox mode the job asks for, if any.
+    pub sandbox: Option<SandboxMode>,
+}
+
 /// One helper run, fully resolved.
 ///
 /// [`Job::new`] denies everything by default:
@@ -194,23 +252,22 @@ pub enum Stdin {
 /// - no environment variables (nothing is inherited from the process running wrun);
 /// - stdin closed;
 /// - [`Limits::default`];
+/// - no sandbox mode of its own: a native job runs in the native backend's configured mode
+///   (a wasm job always runs in its sandbox);
 /// - no network, no sockets, no host functions beyond WASI: there is no way to ask for them.
+///
+/// Its contents are set only through these builders, and read with [`Job::parts`]; the
+/// runtime checks them all before anything runs.
 #[derive(Debug, Clone)]
 pub struct Job {
-    /// The helper.
-    pub program: Program,
-    /// Arguments after `argv[0]`.
-    pub args: Vec<String>,
-    /// The pull-request worktree; the helper's working directory.
-    pub worktree: Option<Mount>,
-    /// Further directories, only as listed.
-    pub dirs: Vec<Mount>,
-    /// The environment, before the runtime's guard ([`crate::env::guard`]).
-    pub env: Vec<EnvVar>,
-    /// Standard input.
-    pub stdin: Stdin,
-    /// Limits.
-    pub limits: Limits,
+    pub(crate) program: Program,
+    pub(crate) args: Vec<String>,
+    pub(crate) worktree: Option<Mount>,
+    pub(crate) dirs: Vec<Mount>,
+    pub(crate) env: Vec<EnvVar>,
+    pub(crate) stdin: Stdin,
+    pub(crate) limits: Limits,
+    pub(crate) sandbox: Option<SandboxMode>,
 }
 
 impl Job {
@@ -224,7 +281,40 @@ impl Job {
             env: Vec::new(),
             stdin: Stdin::Closed,
             limits: Limits::default(),
+            sandbox: None,
         }
+    }
+
+    /// The helper.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// What the job holds, to show it (`wrun explain`) or check it.
+    pub fn parts(&self) -> JobParts<'_> {
+        JobParts {
+            program: &self.program,
+            args: &self.args,
+            worktree: self.worktree.as_ref(),
+            dirs: &self.dirs,
+            env: &self.env,
+            stdin: &self.stdin,
+            limits: &self.limits,
+            sandbox: self.sandbox,
+        }
+    }
+
+    /// The sandbox mode the job asks for, if any (native jobs; a wasm job always runs in its
+    /// sandbox). Without one, the native backend's configured mode applies.
+    pub fn sandbox_mode(&self) -> Option<SandboxMode> {
+        self.sandbox
+    }
+
+    /// Runs a native job in `mode` rather than the native backend's configured mode: one
+    /// backend (one pool of spawners) serves `require` and `auto` jobs alike.
+    pub fn sandbox(mut self, mode: SandboxMode) -> Self {
+        self.sandbox = Some(mode);
+        self
     }
 
     /// A job for a native executable at an absolute path.
@@ -315,125 +405,4 @@ impl Job {
         self.limits = limits;
         self
     }
-}
-
-/// Which guest paths and host objects a backend can mount.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct MountRules<'a> {
-    /// Guest paths a mount may neither be nor contain (the backend's own system directories).
-    pub(crate) cover: &'a [&'a str],
-    /// Guest paths a mount may not lie inside (read-only or special file systems).
-    pub(crate) inside: &'a [&'a str],
-    /// Whether a regular file may be mounted (at a guest path of its own).
-    pub(crate) files: bool,
-}
-
-/// The job's worktree and further directories, checked the same way for every backend: guest
-/// paths absolute without `.` or `..`; none the same as another, or covering one mounted
-/// before it (which it would hide); none covering or inside what `rules` reserves; a mount may
-/// lie inside one mounted before it (`/work/.git/config` after `/work`). Host paths must be
-/// existing directories (or files, where `rules` allows), made canonical (bwrap resolves sources
-/// from `/`).
-pub(crate) fn checked_mounts(job: &Job, rules: MountRules<'_>) -> Result<Vec<Mount>, crate::Error> {
-    let inside = |a: &str, b: &str| b == "/" || a.starts_with(&format!("{}/", b.trim_end_matches('/')));
-    let mut out: Vec<Mount> = Vec::new();
-    for mount in job.worktree.iter().chain(&job.dirs) {
-        let bad = |reason: &str| crate::Error::Mount {
-            host: mount.host.clone(),
-            guest: mount.guest.clone(),
-            reason: reason.to_owned(),
-        };
-        let guest = mount.guest.as_str();
-        if !guest.starts_with('/') || guest.split('/').any(|c| c == ".." || c == ".") || guest.contains("//")
-        {
-            return Err(bad(
-                "the guest path must be absolute, without `.` or `..` components",
-            ));
-        }
-        let guest = if guest == "/" {
-            guest
-        } else {
-            guest.trim_end_matches('/')
-        };
-        if rules.cover.iter().any(|r| guest == *r || inside(r, guest)) {
-            return Err(bad(&format!(
-                "the guest path would cover {} of the sandbox; choose another",
-                rules
-                    .cover
-                    .iter()
-                    .find(|r| guest == **r || inside(r, guest))
-                    .copied()
-                    .unwrap_or("a system directory")
-            )));
-        }
-        if let Some(r) = rules.inside.iter().find(|r| inside(guest, r)) {
-            return Err(bad(&format!(
-                "the guest path lies inside {r}, which the sandbox mounts read-only or for itself; choose another"
-            )));
-        }
-        if out.iter().any(|m| m.guest == guest || inside(&m.guest, guest)) {
-            return Err(bad(
-                "it would be mounted at, or over, a directory mounted before it (the worktree is at /work); choose another guest path",
-            ));
-        }
-        let host = match std::fs::canonicalize(&mount.host) {
-            Ok(host) if host.is_dir() => host,
-            Ok(host) if rules.files && host.is_file() => host,
-            Ok(_) if rules.files => return Err(bad("not a directory or a regular file")),
-            Ok(_) => return Err(bad("not a directory")),
-            Err(e) => return Err(bad(&format!("cannot open it: {e}"))),
-        };
-        let mut protected = Vec::new();
-        if mount.access == Access::ReadWrite {
-            for p in &mount.protected {
-                let normal = !p.as_os_str().is_empty()
-                    && p.components()
-                        .all(|c| matches!(c, std::path::Component::Normal(_)));
-                if !normal {
-                    return Err(bad(&format!(
-                        "protected path {} must be relative to the mount, without `.` or `..`",
-                        p.display()
-                    )));
-                }
-                // Every component on the way must be a real directory, and the path itself
-                // not a symbolic link: a link could be turned to point anywhere.
-                let mut at = host.clone();
-                for (i, c) in p.components().enumerate() {
-                    at.push(c);
-                    let last = i + 1 == p.components().count();
-                    match std::fs::symlink_metadata(&at) {
-                        Ok(m) if m.file_type().is_symlink() => {
-                            return Err(bad(&format!(
-                                "protected path {} is a symbolic link ({}), which cannot be kept read-only; refusing a writable mount",
-                                p.display(),
-                                at.display()
-                            )));
-                        }
-                        Ok(m) if !last && !m.is_dir() => {
-                            return Err(bad(&format!(
-                                "protected path {}: {} is not a directory",
-                                p.display(),
-                                at.display()
-                            )));
-                        }
-                        Ok(_) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                        Err(e) => {
-                            return Err(bad(&format!(
-                                "cannot inspect protected path {}: {e}",
-                                p.display()
-                            )));
-                        }
-                    }
-                }
-                if !protected.contains(p) {
-                    protected.push(p.clone());
-                }
-            }
-        }
-        let mut checked = Mount::new(host, guest, mount.access);
-        checked.protected = protected;
-        out.push(checked);
-    }
-    Ok(out)
 }

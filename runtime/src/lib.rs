@@ -24,6 +24,7 @@
 //! `wrun-guest` crate's README.
 
 pub mod capture;
+mod checked;
 pub mod env;
 mod error;
 pub mod job;
@@ -42,10 +43,10 @@ pub mod wasm;
 
 pub use capture::{Capture, Captured};
 pub use error::Error;
-pub use job::{Access, Job, Mount, Program, Stdin, WasmModule};
+pub use job::{Access, Job, JobParts, Mount, Program, SandboxMode, Stdin, WasmModule};
 pub use limits::{Applies, ByteSize, LIMIT_FIELDS, LimitError, LimitField, Limits, LimitsSpec};
 #[cfg(target_os = "linux")]
-pub use native::{NativeConfig, NativeSandbox, SandboxMode};
+pub use native::{NativeConfig, NativeSandbox};
 pub use outcome::{Backend, CacheUse, Confinement, Enforcement, Mechanism, Outcome, Status, Usage};
 #[cfg(feature = "wasm")]
 pub use runner::Runner;

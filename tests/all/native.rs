@@ -6,8 +6,8 @@ use std::os::unix::net::UnixListener;
 use std::time::Duration;
 
 use wrun_runtime::{
-    Access, Backend, ByteSize, Confinement, Job, Limits, NativeConfig, NativeSandbox, Outcome, SandboxMode,
-    Status,
+    Access, Backend, ByteSize, Confinement, Job, Limits, Mount, NativeConfig, NativeSandbox, Outcome,
+    SandboxMode, Status,
 };
 use wrun_tests::{CANARY, Fixture, native, process_with_marker_exists, rt, run_native, workspace_root};
 
@@ -835,4 +835,62 @@ fn with_the_default_limits_a_full_tmp_is_enospc_not_an_oom_kill() {
         out.stderr.text()
     );
     assert!(out.stdout.text().contains("exit 1"), "{}", out.stdout.text());
+}
+
+/// The sandbox mode travels with the job: one backend (one pool of spawners), configured
+/// `auto` here, refuses a `require` job where bwrap is missing and runs an `auto` or `off` job
+/// unsandboxed.
+#[test]
+fn a_jobs_sandbox_mode_overrides_the_backends() {
+    let missing = Some(std::path::PathBuf::from("/nonexistent/bwrap"));
+    let auto = NativeSandbox::new(NativeConfig::new(missing, SandboxMode::Auto)).unwrap();
+    let err = rt()
+        .block_on(wrun_runtime::Sandbox::run(
+            &auto,
+            sh("echo hi").sandbox(SandboxMode::Require),
+        ))
+        .unwrap_err();
+    assert!(err.to_string().contains("`require`"), "{err}");
+    for job in [sh("echo hi"), sh("echo hi").sandbox(SandboxMode::Off)] {
+        let out = rt().block_on(wrun_runtime::Sandbox::run(&auto, job)).unwrap();
+        assert_eq!(exited(&out), 0);
+        assert!(matches!(
+            &out.backend,
+            Backend::Native {
+                confinement: Confinement::Unsandboxed { .. },
+                ..
+            }
+        ));
+    }
+}
+
+/// A protected path reached through a symbolic link on the way (`.git` a link to a directory
+/// with a `modules` in it) cannot be kept read-only: the writable job is refused before it
+/// runs, on every backend.
+#[test]
+fn a_protected_path_below_a_link_is_refused_before_anything_runs() {
+    let fx = Fixture::new();
+    let real = fx.outside.join("gitdir");
+    std::fs::create_dir_all(real.join("modules")).unwrap();
+    std::os::unix::fs::symlink(&real, fx.worktree.join(".git")).unwrap();
+    let mount = Mount::new(&fx.worktree, "/work", Access::ReadWrite).protect([".git/modules"]);
+    let err = rt()
+        .block_on(wrun_runtime::Sandbox::run(
+            wrun_tests::sandbox(),
+            Job::wasm(wrun_tests::guest())
+                .worktree_mount(mount.clone())
+                .args(["noop"]),
+        ))
+        .unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    if let Some(native) = wrun_tests::native() {
+        let err = rt()
+            .block_on(wrun_runtime::Sandbox::run(
+                native,
+                sh("touch /work/.git/modules/planted").worktree_mount(mount),
+            ))
+            .unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+    }
+    assert!(!real.join("modules/planted").exists());
 }

@@ -261,7 +261,7 @@ impl HelperCmd {
         let mut config = WasmConfig::default();
         config.cache_dir = ambient::default_cache_dir();
         let runner = Runner::new(WasmSandbox::new(config)?, Some(native));
-        let limits = plan.job.limits.clone();
+        let limits = plan.job.parts().limits.clone();
         let mut job = plan.job;
         if let Some(path) = &self.changed_files {
             job = job.stdin(crate::cli::run::changed_files(path, limits.timeout).await?);

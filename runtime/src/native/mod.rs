@@ -48,49 +48,14 @@ mod spawn;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::Instant;
 
 use crate::Error;
-use crate::env;
+use crate::checked::{Checked, Ended, MountRules};
 use crate::job::{Job, Mount, Program};
-use crate::outcome::{Backend, Confinement, Outcome, Usage};
+use crate::outcome::{Backend, CacheUse, Confinement, Outcome};
 use crate::sandbox::{BoxFuture, Sandbox};
 
-/// Whether native helpers must, may or must not run in bubblewrap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxMode {
-    /// Refuse to run when the sandbox is unavailable. For production.
-    Require,
-    /// Sandbox when possible, else run unsandboxed and say so.
-    Auto,
-    /// Never sandbox. An escape hatch.
-    Off,
-}
-
-impl std::fmt::Display for SandboxMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            SandboxMode::Require => "require",
-            SandboxMode::Auto => "auto",
-            SandboxMode::Off => "off",
-        })
-    }
-}
-
-impl std::str::FromStr for SandboxMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "require" => Ok(Self::Require),
-            "auto" => Ok(Self::Auto),
-            "off" => Ok(Self::Off),
-            other => Err(format!(
-                "invalid sandbox mode {other:?}: expected require, auto or off"
-            )),
-        }
-    }
-}
+pub use crate::job::SandboxMode;
 
 /// Configuration of a [`NativeSandbox`].
 #[derive(Debug, Clone)]
@@ -196,15 +161,16 @@ impl NativeSandbox {
                 reason: "it is a wasm module".into(),
             });
         };
-        Ok(self.bwrap_args(job, program, &mounts(job)?))
+        let program = program.clone();
+        Ok(self.bwrap_args(&Checked::new(job.clone(), MOUNT_RULES)?, &program))
     }
 
-    fn bwrap_args(&self, job: &Job, program: &Path, mounts: &[Mount]) -> Vec<OsString> {
-        let workdir = job.worktree.as_ref().map_or("/", |w| w.guest.as_str());
+    fn bwrap_args(&self, job: &Checked, program: &Path) -> Vec<OsString> {
+        let workdir = job.worktree().map_or("/", |w| w.guest.as_str());
         bwrap::job_args(
             &self.base_args,
             job.limits.tmp_size.bytes(),
-            mounts,
+            &job.mounts,
             self.empty.path(),
             workdir,
             program,
@@ -293,7 +259,7 @@ impl NativeSandbox {
                     return Err(format!("bwrap was not found at {}: {INSTALL}", bwrap.display()));
                 }
                 let bpf = self.seccomp_program()?;
-                let job = Job::native(PROBE_PROGRAM);
+                let job = Checked::new(Job::native(PROBE_PROGRAM), MOUNT_RULES).map_err(|e| e.to_string())?;
                 let args = bwrap::job_args(
                     &self.base_args,
                     1 << 20,
@@ -337,8 +303,6 @@ impl NativeSandbox {
     }
 
     async fn run_native(&self, job: Job) -> Result<Outcome, Error> {
-        let started = Instant::now();
-        job.limits.validate()?;
         let Program::Native(program) = &job.program else {
             return Err(Error::Unsupported {
                 backend: "native",
@@ -352,21 +316,22 @@ impl NativeSandbox {
                     .into(),
             });
         }
+        let program = program.clone();
         // Checked once, before anything is spawned, whichever path runs.
-        let mounts = mounts(&job)?;
-        let guarded = env::guard(&job.env);
-        let mut vars = guarded.vars.clone();
+        let job = Checked::new(job, MOUNT_RULES)?;
+        let mode = job.mode.unwrap_or(self.config.mode);
+        let mut vars = job.env.clone();
         for (name, value) in [("HOME", "/tmp"), ("TMPDIR", "/tmp"), ("PATH", DEFAULT_PATH)] {
             if !vars.iter().any(|(n, _)| n == name) {
                 vars.push((name.to_owned(), value.to_owned()));
             }
         }
 
-        let sandboxed = match self.config.mode {
+        let sandboxed = match mode {
             SandboxMode::Off => Err("sandbox mode is off".to_owned()),
             SandboxMode::Require | SandboxMode::Auto => self.probe().await,
         };
-        let launched = match sandboxed {
+        let (out, confinement) = match sandboxed {
             Ok(()) => {
                 let bwrap = self
                     .config
@@ -374,10 +339,9 @@ impl NativeSandbox {
                     .as_deref()
                     .ok_or_else(|| Error::SandboxUnavailable("no bwrap".into()))?;
                 let bpf = self.seccomp_program().map_err(Error::SandboxUnavailable)?;
-                let args = self.bwrap_args(&job, program, &mounts);
+                let args = self.bwrap_args(&job, &program);
                 // bwrap creates the mount points of missing protected paths in the writable
                 // mount; they are removed again after the run.
-                let created = missing_protected(&mounts);
                 let out = spawn::run(spawn::Launch {
                     program: bwrap,
                     args: &args,
@@ -388,18 +352,18 @@ impl NativeSandbox {
                     pool: &self.pool,
                 })
                 .await;
-                remove_mount_points(&created);
+                remove_mount_points(&job.missing_protected);
                 (out?, Confinement::Bwrap)
             }
-            Err(reason) if self.config.mode == SandboxMode::Require => {
+            Err(reason) if mode == SandboxMode::Require => {
                 return Err(Error::SandboxUnavailable(format!(
                     "{reason}. The sandbox mode is `require`; fix the above or choose `auto` to run unsandboxed"
                 )));
             }
-            Err(reason) if mounts.iter().any(|m| !m.protected.is_empty()) => {
+            Err(reason) if job.mounts.iter().any(|m| !m.protected.is_empty()) => {
                 return Err(Error::SandboxUnavailable(format!(
                     "{reason}, and without a sandbox the protected paths of a writable worktree ({}) cannot be kept read-only; run the helper read-only, or where bwrap works",
-                    mounts
+                    job.mounts
                         .iter()
                         .flat_map(|m| m.protected.iter().map(|p| p.display().to_string()))
                         .collect::<Vec<_>>()
@@ -409,7 +373,7 @@ impl NativeSandbox {
             Err(reason) => {
                 // Without the sandbox there are no binds: a program named by its place in the
                 // worktree (`/work/.ai/lint.sh`) runs from the worktree's host directory.
-                let host_program = host_path(&mounts, program);
+                let host_program = host_path(&job.mounts, &program);
                 let args: Vec<OsString> = job.args.iter().map(OsString::from).collect();
                 let out = spawn::run(spawn::Launch {
                     program: &host_program,
@@ -424,22 +388,20 @@ impl NativeSandbox {
                 (out, Confinement::Unsandboxed { reason })
             }
         };
-        let (out, confinement) = launched;
-        Ok(Outcome {
-            status: out.status,
-            stdout: out.stdout,
-            stderr: out.stderr,
-            usage: Usage {
-                wall_time: started.elapsed(),
-                peak_memory: out.peak_memory.map(crate::ByteSize),
-                ..Usage::default()
+        Ok(job.outcome(
+            Ended {
+                status: out.status,
+                stdout: out.stdout,
+                stderr: out.stderr,
+                fuel_consumed: None,
+                peak_memory: out.peak_memory,
+                cache: CacheUse::default(),
             },
-            backend: Backend::Native {
+            Backend::Native {
                 confinement,
                 enforcement: out.enforcement,
             },
-            env_dropped: guarded.dropped,
-        })
+        ))
     }
 }
 
@@ -451,24 +413,6 @@ impl Sandbox for NativeSandbox {
     fn run<'a>(&'a self, job: Job) -> BoxFuture<'a, Result<Outcome, Error>> {
         Box::pin(self.run_native(job))
     }
-}
-
-/// The directories bwrap will create for protected paths that do not exist (each missing
-/// component, outermost first).
-fn missing_protected(mounts: &[Mount]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for mount in mounts.iter().filter(|m| m.access == crate::Access::ReadWrite) {
-        for p in &mount.protected {
-            let mut at = mount.host.clone();
-            for c in p.components() {
-                at.push(c);
-                if std::fs::symlink_metadata(&at).is_err() {
-                    out.push(at.clone());
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Removes mount points bwrap created, innermost first, if they are still empty directories.
@@ -489,18 +433,13 @@ fn host_path(mounts: &[Mount], program: &Path) -> PathBuf {
         .unwrap_or_else(|| program.to_owned())
 }
 
-/// The job's directories and files, checked: none may be or cover the sandbox's own system
-/// directories, or lie inside its read-only or special ones; inside `/tmp` (its private tmpfs)
-/// and elsewhere is fine.
-fn mounts(job: &Job) -> Result<Vec<Mount>, Error> {
-    crate::job::checked_mounts(
-        job,
-        crate::job::MountRules {
-            cover: &[
-                "/", "/usr", "/etc", "/proc", "/dev", "/tmp", "/bin", "/sbin", "/lib", "/lib64", "/sys",
-            ],
-            inside: &["/usr", "/proc", "/dev", "/sys", "/bin", "/sbin", "/lib", "/lib64"],
-            files: true,
-        },
-    )
-}
+/// What the native sandbox can mount: nothing that is or covers its own system directories,
+/// or lies inside its read-only or special ones; inside `/tmp` (its private tmpfs) and
+/// elsewhere is fine. Files may be bound (a sanitized `.git/config`).
+const MOUNT_RULES: MountRules<'static> = MountRules {
+    cover: &[
+        "/", "/usr", "/etc", "/proc", "/dev", "/tmp", "/bin", "/sbin", "/lib", "/lib64", "/sys",
+    ],
+    inside: &["/usr", "/proc", "/dev", "/sys", "/bin", "/sbin", "/lib", "/lib64"],
+    files: true,
+};

@@ -17,7 +17,8 @@ use super::pool::Pool;
 use crate::Error;
 use crate::capture::Capture;
 use crate::capture::Captured;
-use crate::job::{Job, Stdin};
+use crate::checked::Checked;
+use crate::job::Stdin;
 use crate::outcome::Status;
 use crate::sys::spawner::Message;
 
@@ -32,7 +33,7 @@ pub(crate) struct Launch<'a> {
     pub(crate) program: &'a Path,
     pub(crate) args: &'a [OsString],
     pub(crate) env: &'a [(String, String)],
-    pub(crate) job: &'a Job,
+    pub(crate) job: &'a Checked,
     pub(crate) seccomp: Option<&'a [u8]>,
     /// In bwrap: the exit code encodes a signalled child as 128 + N.
     pub(crate) sandboxed: bool,
@@ -85,7 +86,7 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
         // SIGXCPU at the limit, SIGKILL a second later if the helper ignores it.
         rlimits.push((libc::RLIMIT_CPU, cpu.as_secs(), cpu.as_secs() + 1));
     }
-    let cwd = match (&launch.job.worktree, launch.sandboxed) {
+    let cwd = match (launch.job.worktree(), launch.sandboxed) {
         (Some(worktree), false) => worktree.host.as_path(),
         _ => Path::new("/"),
     };

@@ -49,10 +49,10 @@ use self::limiter::MemoryLimiter;
 use self::stdio::CaptureStream;
 use crate::Error;
 use crate::capture::Capture;
-use crate::env;
+use crate::checked::{Checked, Ended, MountRules};
 use crate::job::{Access, Job, Mount, Program, Stdin, WasmModule};
 use crate::limits::ByteSize;
-use crate::outcome::{Backend, CacheUse, Outcome, Status, Usage};
+use crate::outcome::{Backend, CacheUse, Outcome, Status};
 use crate::sandbox::{BoxFuture, Sandbox};
 
 /// How often the epoch ticks: the granularity of the wall-clock timeout and of yielding to
@@ -218,20 +218,26 @@ impl WasmSandbox {
     }
 
     async fn run_wasm(&self, job: Job) -> Result<Outcome, Error> {
-        let started = Instant::now();
-        job.limits.validate()?;
-        let Program::Wasm(module) = &job.program else {
+        if !matches!(job.program, Program::Wasm(_)) {
             return Err(Error::Unsupported {
                 backend: "wasm",
                 reason: "it is a native program; run it with the native sandbox".into(),
             });
+        }
+        let checked = Checked::new(job, MOUNT_RULES)?;
+        let Program::Wasm(module) = &checked.program else {
+            unreachable!("checked above");
         };
-        let guarded = env::guard(&job.env);
-        let mounts = mounts(&job)?;
+        let mut mounts = checked.mounts.clone();
+        // The worktree is also the helper's working directory: preview 1 has no working
+        // directory, and wasi-libc resolves relative paths against a preopen named `.`.
+        if let Some(worktree) = checked.worktree() {
+            mounts.push(Mount::new(worktree.host.clone(), ".", worktree.access));
+        }
         // Protected paths of a writable mount: the run is confined with Landlock (or refused).
         #[cfg(target_os = "linux")]
         let confinement = crate::protect::LandlockPlan::for_mounts(&mounts)?;
-        let set = self.engine_set(job.limits.fuel.is_some())?;
+        let set = self.engine_set(checked.limits.fuel.is_some())?;
 
         let _permit = self
             .permits
@@ -240,24 +246,24 @@ impl WasmSandbox {
             .map_err(|_| Error::Engine("the sandbox is shutting down".into()))?;
         // The timeout counts from here: waiting for a permit is the host's queue, not the
         // helper's time.
-        let deadline = Instant::now() + job.limits.timeout;
+        let deadline = Instant::now() + checked.limits.timeout;
 
         let (pre, cache_use) = match prepare(&set, module, &self.config).await? {
             Prepared::Ready(pre, cache_use) => (pre, cache_use),
-            Prepared::Refused(reason) => return Ok(Outcome::refused(Backend::Wasm, reason, guarded.dropped)),
+            Prepared::Refused(reason) => return Ok(checked.refused(Backend::Wasm, reason)),
         };
 
-        let stdout = Capture::new(job.limits.stdout_cap);
-        let stderr = Capture::new(job.limits.stderr_cap);
+        let stdout = Capture::new(checked.limits.stdout_cap);
+        let stderr = Capture::new(checked.limits.stderr_cap);
         let execution = Execution {
             engine: set.engine.clone(),
             pre,
             name: module.name().to_owned(),
-            args: job.args.clone(),
-            env: guarded.vars.clone(),
-            stdin: job.stdin.clone(),
+            args: checked.args.clone(),
+            env: checked.env.clone(),
+            stdin: checked.stdin.clone(),
             mounts,
-            limits: job.limits.clone(),
+            limits: checked.limits.clone(),
             deadline,
             stdout: stdout.clone(),
             stderr: stderr.clone(),
@@ -269,19 +275,17 @@ impl WasmSandbox {
         };
         #[cfg(not(target_os = "linux"))]
         let executed = execution.run().await?;
-        Ok(Outcome {
-            status: executed.status,
-            stdout: stdout.finish(),
-            stderr: stderr.finish(),
-            usage: Usage {
-                wall_time: started.elapsed(),
+        Ok(checked.outcome(
+            Ended {
+                status: executed.status,
+                stdout: stdout.finish(),
+                stderr: stderr.finish(),
                 fuel_consumed: executed.fuel_consumed,
-                peak_memory: Some(ByteSize(executed.peak)),
+                peak_memory: Some(executed.peak),
                 cache: cache_use,
             },
-            backend: Backend::Wasm,
-            env_dropped: guarded.dropped,
-        })
+            Backend::Wasm,
+        ))
     }
 }
 
@@ -454,23 +458,13 @@ fn classify(error: &wasmtime::Error, memory_limit_hit: bool) -> Status {
     }
 }
 
-/// The job's directories, checked, plus the worktree once more as `.`.
-fn mounts(job: &Job) -> Result<Vec<Mount>, Error> {
-    // As wasmtime's own CLI: any guest path, nested or `/` itself; no files (a preopen is a
-    // directory).
-    let rules = crate::job::MountRules {
-        cover: &[],
-        inside: &[],
-        files: false,
-    };
-    let mut out = crate::job::checked_mounts(job, rules)?;
-    // The worktree is also the helper's working directory: preview 1 has no working directory,
-    // and wasi-libc resolves relative paths against a preopen named `.`.
-    if let Some(worktree) = out.first().filter(|_| job.worktree.is_some()).cloned() {
-        out.push(Mount::new(worktree.host, ".", worktree.access));
-    }
-    Ok(out)
-}
+/// As wasmtime's own CLI: any guest path, nested or `/` itself; no files (a preopen is a
+/// directory).
+const MOUNT_RULES: MountRules<'static> = MountRules {
+    cover: &[],
+    inside: &[],
+    files: false,
+};
 
 fn build_engine_set(config: &WasmConfig, fuel: bool) -> Result<EngineSet, Error> {
     let engine_err = |what: &str, e: wasmtime::Error| Error::Engine(format!("{what}: {e:#}"));

@@ -1,0 +1,260 @@
+//! The one thing a backend launches: a [`Job`] the runtime has checked, and the one place an
+//! [`Outcome`] is made from a run.
+//!
+//! [`Checked::new`] validates the limits, runs the environment guard, and checks the mounts
+//! against the backend's [`MountRules`]: guest paths, host objects (made canonical), and the
+//! protected paths of writable mounts, walked through directory handles without following a
+//! link. Every backend starts from a `Checked`, so none can skip a step, and ends with
+//! [`Checked::outcome`], so every Outcome carries the same wall time, dropped variables and
+//! shape.
+
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+use std::time::Instant;
+
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::{Mode, SFlag, fstat};
+
+use crate::Error;
+use crate::capture::Captured;
+use crate::env::{self, DroppedEnv};
+use crate::job::{Access, Job, Mount, Program, SandboxMode, Stdin};
+use crate::limits::{ByteSize, Limits};
+use crate::outcome::{Backend, CacheUse, Outcome, Status, Usage};
+
+/// Which guest paths and host objects a backend can mount.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MountRules<'a> {
+    /// Guest paths a mount may neither be nor contain (the backend's own system directories).
+    pub(crate) cover: &'a [&'a str],
+    /// Guest paths a mount may not lie inside (read-only or special file systems).
+    pub(crate) inside: &'a [&'a str],
+    /// Whether a regular file may be mounted (at a guest path of its own).
+    pub(crate) files: bool,
+}
+
+/// A job checked for one backend.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    pub(crate) program: Program,
+    pub(crate) args: Vec<String>,
+    /// The worktree (first, when the job has one) and the further mounts, checked.
+    pub(crate) mounts: Vec<Mount>,
+    /// Whether `mounts[0]` is the worktree.
+    pub(crate) has_worktree: bool,
+    /// The components of protected paths that do not exist, on the host, outermost first (a
+    /// backend that makes mount points there removes them after the run).
+    pub(crate) missing_protected: Vec<PathBuf>,
+    /// The environment after the guard.
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) env_dropped: Vec<DroppedEnv>,
+    pub(crate) stdin: Stdin,
+    pub(crate) limits: Limits,
+    /// The job's sandbox mode, if it carries one (native jobs).
+    pub(crate) mode: Option<SandboxMode>,
+    started: Instant,
+}
+
+/// How a run ended, as the backend saw it; [`Checked::outcome`] adds the rest.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    pub(crate) status: Status,
+    pub(crate) stdout: Captured,
+    pub(crate) stderr: Captured,
+    pub(crate) fuel_consumed: Option<u64>,
+    pub(crate) peak_memory: Option<u64>,
+    pub(crate) cache: CacheUse,
+}
+
+impl Checked {
+    /// Checks `job` for a backend whose mounts follow `rules`.
+    pub(crate) fn new(job: Job, rules: MountRules<'_>) -> Result<Self, Error> {
+        let started = Instant::now();
+        job.limits.validate()?;
+        let (mounts, missing_protected) = check_mounts(&job, rules)?;
+        let guarded = env::guard(&job.env);
+        Ok(Self {
+            has_worktree: job.worktree.is_some(),
+            program: job.program,
+            args: job.args,
+            mounts,
+            missing_protected,
+            env: guarded.vars,
+            env_dropped: guarded.dropped,
+            stdin: job.stdin,
+            limits: job.limits,
+            mode: job.sandbox,
+            started,
+        })
+    }
+
+    /// The worktree's mount, if the job has one.
+    pub(crate) fn worktree(&self) -> Option<&Mount> {
+        self.mounts.first().filter(|_| self.has_worktree)
+    }
+
+    /// The Outcome of a run that ended as `ended` says, on `backend`.
+    pub(crate) fn outcome(&self, ended: Ended, backend: Backend) -> Outcome {
+        Outcome {
+            status: ended.status,
+            stdout: ended.stdout,
+            stderr: ended.stderr,
+            usage: Usage {
+                wall_time: self.started.elapsed(),
+                fuel_consumed: ended.fuel_consumed,
+                peak_memory: ended.peak_memory.map(ByteSize),
+                cache: ended.cache,
+            },
+            backend,
+            env_dropped: self.env_dropped.clone(),
+        }
+    }
+
+    /// The Outcome of a job the backend refused to run (a module it will not instantiate).
+    pub(crate) fn refused(&self, backend: Backend, reason: impl Into<String>) -> Outcome {
+        let mut outcome = Outcome::refused(backend, reason, self.env_dropped.clone());
+        outcome.usage.wall_time = self.started.elapsed();
+        outcome
+    }
+}
+
+/// The job's worktree and further directories, checked the same way for every backend: guest
+/// paths absolute without `.` or `..`; none the same as another, or covering one mounted
+/// before it (which it would hide); none covering or inside what `rules` reserves; a mount may
+/// lie inside one mounted before it (`/work/.git/config` after `/work`). Host paths must be
+/// existing directories (or files, where `rules` allows), made canonical (bwrap resolves sources
+/// from `/`). Also returns the protected paths that do not exist.
+fn check_mounts(job: &Job, rules: MountRules<'_>) -> Result<(Vec<Mount>, Vec<PathBuf>), Error> {
+    let inside = |a: &str, b: &str| b == "/" || a.starts_with(&format!("{}/", b.trim_end_matches('/')));
+    let mut out: Vec<Mount> = Vec::new();
+    let mut missing = Vec::new();
+    for mount in job.worktree.iter().chain(&job.dirs) {
+        let bad = |reason: &str| Error::Mount {
+            host: mount.host.clone(),
+            guest: mount.guest.clone(),
+            reason: reason.to_owned(),
+        };
+        let guest = mount.guest.as_str();
+        if !guest.starts_with('/') || guest.split('/').any(|c| c == ".." || c == ".") || guest.contains("//")
+        {
+            return Err(bad(
+                "the guest path must be absolute, without `.` or `..` components",
+            ));
+        }
+        let guest = if guest == "/" {
+            guest
+        } else {
+            guest.trim_end_matches('/')
+        };
+        if let Some(r) = rules.cover.iter().find(|r| guest == **r || inside(r, guest)) {
+            return Err(bad(&format!(
+                "the guest path would cover {r} of the sandbox; choose another"
+            )));
+        }
+        if let Some(r) = rules.inside.iter().find(|r| inside(guest, r)) {
+            return Err(bad(&format!(
+                "the guest path lies inside {r}, which the sandbox mounts read-only or for itself; choose another"
+            )));
+        }
+        if out.iter().any(|m| m.guest == guest || inside(&m.guest, guest)) {
+            return Err(bad(
+                "it would be mounted at, or over, a directory mounted before it (the worktree is at /work); choose another guest path",
+            ));
+        }
+        let host = match std::fs::canonicalize(&mount.host) {
+            Ok(host) if host.is_dir() => host,
+            Ok(host) if rules.files && host.is_file() => host,
+            Ok(_) if rules.files => return Err(bad("not a directory or a regular file")),
+            Ok(_) => return Err(bad("not a directory")),
+            Err(e) => return Err(bad(&format!("cannot open it: {e}"))),
+        };
+        let mut protected = Vec::new();
+        if mount.access == Access::ReadWrite && !mount.protected.is_empty() {
+            let root = open_dir(&host).map_err(|e| bad(&format!("cannot open it: {e}")))?;
+            for p in &mount.protected {
+                let normal =
+                    !p.as_os_str().is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
+                if !normal {
+                    return Err(bad(&format!(
+                        "protected path {} must be relative to the mount, without `.` or `..`",
+                        p.display()
+                    )));
+                }
+                for component in walk_protected(&root, &host, p).map_err(|e| bad(&e))? {
+                    if !missing.contains(&component) {
+                        missing.push(component);
+                    }
+                }
+                if !protected.contains(p) {
+                    protected.push(p.clone());
+                }
+            }
+        }
+        let mut checked = Mount::new(host, guest, mount.access);
+        checked.protected = protected;
+        out.push(checked);
+    }
+    Ok((out, missing))
+}
+
+/// Opens a directory for walking beneath it.
+fn open_dir(path: &Path) -> nix::Result<OwnedFd> {
+    nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Walks protected path `rel` beneath `root` one component at a time through descriptors,
+/// never following a link: every component on the way must be a real directory and the path
+/// itself not a link (a link could be turned to point anywhere). Returns the host paths of the
+/// components that do not exist, outermost first.
+fn walk_protected(root: &OwnedFd, host: &Path, rel: &Path) -> Result<Vec<PathBuf>, String> {
+    let count = rel.components().count();
+    let mut at: Option<OwnedFd> = None;
+    let mut host_at = host.to_owned();
+    for (i, c) in rel.components().enumerate() {
+        host_at.push(c);
+        let last = i + 1 == count;
+        let parent = at.as_ref().unwrap_or(root);
+        let fd = match openat(
+            parent,
+            c.as_os_str(),
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOENT) => {
+                let mut missing = vec![host_at.clone()];
+                for rest in rel.components().skip(i + 1) {
+                    host_at.push(rest);
+                    missing.push(host_at.clone());
+                }
+                return Ok(missing);
+            }
+            Err(e) => {
+                return Err(format!("cannot inspect protected path {}: {e}", rel.display()));
+            }
+        };
+        let kind = fstat(&fd)
+            .map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT)
+            .map_err(|e| format!("cannot inspect protected path {}: {e}", rel.display()))?;
+        if kind == SFlag::S_IFLNK {
+            return Err(format!(
+                "protected path {} is a symbolic link ({}), which cannot be kept read-only; refusing a writable mount",
+                rel.display(),
+                host_at.display()
+            ));
+        }
+        if !last && kind != SFlag::S_IFDIR {
+            return Err(format!(
+                "protected path {}: {} is not a directory",
+                rel.display(),
+                host_at.display()
+            ));
+        }
+        at = Some(fd);
+    }
+    Ok(Vec::new())
+}
