@@ -46,6 +46,9 @@ pub struct Record<'a> {
     pub stderr_bytes: (u64, u64),
     /// Environment variables dropped, by name and reason.
     pub env_dropped: &'a [DroppedEnv],
+    /// For a refusal, the rule that refused it (`shell.operand`, `upstream.url` …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'a str>,
 }
 
 impl<'a> Record<'a> {
@@ -89,6 +92,35 @@ impl<'a> Record<'a> {
             stdout_bytes: kept(&outcome.stdout),
             stderr_bytes: kept(&outcome.stderr),
             env_dropped: &outcome.env_dropped,
+            rule: None,
+        }
+    }
+
+    /// A record for a request refused before it became a job, by `rule`: no limits, no
+    /// backend, no output.
+    pub fn refusal(
+        helper: &'a str,
+        definition: Option<&'a DefinitionSource>,
+        decisions: &'a [String],
+        status: &'a Status,
+        rule: &'a str,
+    ) -> Self {
+        Self {
+            time: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| (d.as_millis() as f64) / 1000.0),
+            helper,
+            definition,
+            program: "",
+            decisions,
+            limits: None,
+            status,
+            backend: None,
+            wall_ms: 0,
+            stdout_bytes: (0, 0),
+            stderr_bytes: (0, 0),
+            env_dropped: &[],
+            rule: Some(rule),
         }
     }
 

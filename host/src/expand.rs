@@ -157,6 +157,17 @@ fn expand_one(
     Ok(out)
 }
 
+impl ExpandError {
+    /// The rule this refusal comes from, as a stable id.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            ExpandError::NotSafe { .. } => "template.unsafe-key",
+            ExpandError::ModelValue { .. } => "template.model-value",
+            ExpandError::Missing { .. } => "template.missing",
+            ExpandError::Malformed { .. } => "template.malformed",
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

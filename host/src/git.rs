@@ -965,6 +965,23 @@ fn reopen(root: &Dir, names: &[std::ffi::OsString]) -> std::io::Result<std::coll
     Ok(window)
 }
 
+impl GitError {
+    /// The rule this refusal comes from, as a stable id (for the audit log and hosts).
+    pub fn rule(&self) -> &'static str {
+        match self {
+            GitError::Spawn { .. } => "git.unavailable",
+            GitError::Failed { .. } => "git.failed",
+            GitError::BadRef(_) => "upstream.base-ref",
+            GitError::BadUrl { .. } => "upstream.url",
+            GitError::NoUpstream(_) => "upstream.unknown",
+            GitError::TooLarge { .. } => "upstream.too-large",
+            GitError::NotAWorktree(_) => "repo.not-a-worktree",
+            GitError::Storage { .. } => "upstream.storage",
+            GitError::Overlay(_) => "overlay.io",
+            GitError::FetchFailed { .. } => "upstream.fetch",
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

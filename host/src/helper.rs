@@ -432,3 +432,23 @@ pub fn plan(
 pub fn git_binary() -> Option<PathBuf> {
     crate::ambient::which("git")
 }
+
+impl PlanError {
+    /// The rule this refusal comes from, as a stable id (`shell.operand`, `args.refused`,
+    /// `module.pin` …), for the audit log and hosts.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            PlanError::Git(e) => e.rule(),
+            PlanError::Definitions(_) => "definitions.invalid",
+            PlanError::Unknown { .. } => "definitions.unknown-helper",
+            PlanError::Limits { .. } => "limits.ceiling",
+            PlanError::Expand(e) => e.rule(),
+            PlanError::Args(_) => "args.refused",
+            PlanError::NoModelArgs(_) => "args.not-accepted",
+            PlanError::Resolve(_) => "program.not-upstream",
+            PlanError::Shell(e) => e.rule.id(),
+            PlanError::HashMismatch { .. } => "module.pin",
+            PlanError::Protect(_) => "worktree.protect",
+        }
+    }
+}

@@ -19,6 +19,7 @@ pub mod parse;
 pub mod policy;
 pub mod protect;
 pub mod resolve;
+pub mod session;
 pub mod shell;
 pub mod untrusted;
 

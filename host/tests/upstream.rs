@@ -447,28 +447,72 @@ fn git_runs_without_the_clones_hooks_fsmonitor_or_upload_pack() {
 #[test]
 fn refusals_of_the_host_layer() {
     let r = Repos::new();
-    for (helper, extra, needle) in [
-        ("pipe-to-shell", &[][..], "shell command refused"),
-        ("runs-pr-code", &[], "only scripts under .ai/"),
-        ("zero-timeout", &[], "greater than zero"),
-        ("greedy", &[], "above the policy's ceiling"),
+    for (helper, extra, rule, needle) in [
+        (
+            "pipe-to-shell",
+            &[][..],
+            "shell.not-allowed",
+            "shell command refused",
+        ),
+        (
+            "runs-pr-code",
+            &[],
+            "program.not-upstream",
+            "only scripts under .ai/",
+        ),
+        ("zero-timeout", &[], "limits.ceiling", "greater than zero"),
+        ("greedy", &[], "limits.ceiling", "above the policy's ceiling"),
         (
             "titled",
             &["--model-var", "pr_title=$(rm -rf /)"],
+            "template.model-value",
             "model-provided text",
         ),
-        ("titled", &[], "has no value"),
-        ("lint", &["--", "--output=/etc/passwd"], "refused"),
-        ("lint", &["--", "../up/README.md"], "refused"),
-        ("lint", &["--", "/etc/passwd"], "refused"),
-        ("lint", &["--", "a", "b", "c", "d", "e"], "refused"),
-        ("stats", &["--", "README.md"], "takes no arguments"),
-        ("nope", &[], "no helper \"nope\""),
+        ("titled", &[], "template.missing", "has no value"),
+        ("lint", &["--", "--output=/etc/passwd"], "args.refused", "refused"),
+        ("lint", &["--", "../up/README.md"], "args.refused", "refused"),
+        ("lint", &["--", "/etc/passwd"], "args.refused", "refused"),
+        (
+            "lint",
+            &["--", "a", "b", "c", "d", "e"],
+            "args.refused",
+            "refused",
+        ),
+        (
+            "stats",
+            &["--", "README.md"],
+            "args.not-accepted",
+            "takes no arguments",
+        ),
+        ("nope", &[], "definitions.unknown-helper", "no helper \"nope\""),
+        (
+            "stats",
+            &["--upstream", "ext::sh -c id"],
+            "upstream.url",
+            "refused",
+        ),
     ] {
         let o = r.helper(helper, extra);
         assert_eq!(code(&o), 125, "{helper} {extra:?}: {}{}", out(&o), err(&o));
         assert!(err(&o).contains(needle), "{helper} {extra:?}: {}", err(&o));
+        assert!(
+            err(&o).contains(&format!("refused [{rule}]")),
+            "{helper} {extra:?}: {}",
+            err(&o)
+        );
     }
+    let o = r.wrun(&[
+        "helper",
+        "stats",
+        "--repo",
+        "pr",
+        "--base",
+        "main",
+        "--policy",
+        "policy.toml",
+    ]);
+    assert_eq!(code(&o), 125);
+    assert!(err(&o).contains("refused [upstream.base-ref]"), "{}", err(&o));
     // A trusted value is interpolated as one argument.
     let o = r.helper("titled", &["--var", "pr_title=fix: a; b && c"]);
     assert_eq!(
@@ -596,6 +640,8 @@ fn each_run_and_each_refusal_writes_one_audit_line_without_values() {
     assert_eq!(lines[1]["status"]["kind"], "refused");
     assert!(lines[1]["backend"].is_null() && lines[1]["limits"].is_null());
     assert!(lines[1]["decisions"].to_string().contains("[shell.not-allowed]"));
+    assert_eq!(lines[1]["rule"], "shell.not-allowed");
+    assert!(lines[0].get("rule").is_none());
     assert_eq!(lines[2]["program"], "/usr/bin/env");
     assert!(!text.contains(CANARY));
     use std::os::unix::fs::PermissionsExt;

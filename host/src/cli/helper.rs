@@ -2,19 +2,15 @@
 //! resolution, printed instead of run).
 
 use crate::cli::out::{note, say};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use wrun_host::audit::{self, DefinitionSource, Record};
-use wrun_host::expand::{Origin, Var};
-use wrun_host::git::{BaseRef, Upstream};
-use wrun_host::helper::{Plan, Request};
 use wrun_host::policy::Policy;
+use wrun_host::session::{HelperRequest, Session};
 use wrun_host::{ambient, exit, untrusted};
-use wrun_runtime::{Backend, Outcome, Runner, Sandbox, WasmConfig, WasmSandbox};
+use wrun_runtime::{Backend, Runner, SandboxMode, WasmConfig, WasmSandbox};
 
 #[derive(Debug, Args)]
 pub(crate) struct HelperArgs {
@@ -99,13 +95,6 @@ pub(crate) struct ExplainCmd {
     common: HelperArgs,
 }
 
-/// Everything resolved before running.
-struct Prepared {
-    policy: Policy,
-    plan: Result<Plan, anyhow::Error>,
-    source: Option<DefinitionSource>,
-}
-
 impl HelperArgs {
     fn policy(&self) -> anyhow::Result<Policy> {
         Ok(match &self.policy {
@@ -114,116 +103,54 @@ impl HelperArgs {
         })
     }
 
-    /// Loads the policy (errors end here), runs the overlay and resolves the plan (errors are
-    /// kept so they can be audited).
-    fn prepare(&self) -> anyhow::Result<Prepared> {
-        let mut policy = self.policy()?;
-        policy.sandbox = crate::cli::run::sandbox_mode(&policy, None)?;
-        let base = BaseRef::parse(&self.base)?;
-        let git = wrun_host::helper::git_binary()
-            .context("git is not on PATH; install git (apt-get install git)")?;
-        let repo_dir = std::fs::canonicalize(&self.repo)
-            .with_context(|| format!("cannot open the repository {}", self.repo.display()))?;
-        // Before anything in it is touched.
-        wrun_host::git::check_worktree(&repo_dir)?;
-        let worktree = self.worktree.clone().unwrap_or_else(|| self.repo.clone());
-        let worktree = std::fs::canonicalize(&worktree)
-            .with_context(|| format!("cannot open worktree {}", worktree.display()))?;
-        let configured = self.upstream.as_deref().or(policy.upstream.url.as_deref());
-        let (url, _) = wrun_host::git::upstream_url(
-            &git,
-            &repo_dir,
-            &worktree,
-            &base,
-            configured,
-            &policy.upstream.allow,
-        )?;
-        let store = ambient::default_cache_dir()
-            .context("no directory for wrun's copies of upstream repositories: set XDG_CACHE_HOME or HOME")?
-            .join("upstream");
-        let repo = Upstream::open(git, &store, url)?;
-        let overlay = match wrun_host::git::overlay(&repo, &worktree, &base, !self.no_fetch) {
-            Ok(o) => o,
-            Err(e) => {
-                return Ok(Prepared {
-                    policy,
-                    plan: Err(e.into()),
-                    source: None,
-                });
-            }
-        };
-        let source = DefinitionSource {
-            git_ref: base.to_string(),
-            commit: overlay.commit.clone(),
-        };
-        let mut vars = BTreeMap::new();
-        for (spec, origin) in self
-            .vars
-            .iter()
-            .map(|s| (s, Origin::Trusted))
-            .chain(self.model_vars.iter().map(|s| (s, Origin::Model)))
-        {
-            let (key, value) = spec
-                .split_once('=')
-                .with_context(|| format!("{spec:?}: write KEY=VALUE"))?;
-            vars.insert(
-                key.to_owned(),
-                Var {
-                    value: value.to_owned(),
-                    origin,
-                },
+    /// The session (policy, effective sandbox mode) and the request as the flags give them.
+    fn session(&self) -> anyhow::Result<(Session, HelperRequest)> {
+        let policy = self.policy()?;
+        let mut asked = Vec::new();
+        if let Some(value) = ambient::helper_sandbox() {
+            asked.push(
+                value
+                    .parse::<SandboxMode>()
+                    .map_err(|e| anyhow::anyhow!("HELPER_SANDBOX: {e}"))?,
             );
         }
-        vars.entry("base_ref".into()).or_insert(Var {
-            value: base.to_string(),
-            origin: Origin::Trusted,
-        });
-        vars.entry("base_sha".into()).or_insert(Var {
-            value: overlay.commit.clone(),
-            origin: Origin::Trusted,
-        });
-        let request = Request {
-            helper: self.name.clone(),
-            model_args: self.args.clone(),
-            vars,
-        };
-        let plan = wrun_host::helper::plan(
-            &policy,
-            &repo,
-            &base.to_string(),
-            &overlay.commit,
-            &worktree,
-            &request,
-            ambient::var,
-        )
-        .map(|mut plan| {
-            let what = if overlay.replaced {
-                "replaced the worktree's .ai/ with"
-            } else {
-                "wrote"
-            };
-            plan.decisions.insert(
-                0,
-                format!(
-                    "{what} upstream's .ai/ from {} ({} files)",
-                    overlay.commit, overlay.files
-                ),
+        let store = ambient::default_cache_dir().map(|dir| dir.join("upstream"));
+        let (session, looser) = Session::new(policy, &asked, store)?;
+        if let Some(looser) = looser {
+            note!(
+                "wrun: warning: HELPER_SANDBOX={looser} is looser than the policy's sandbox mode ({}); the policy's holds",
+                session.policy().sandbox
             );
-            plan
-        })
-        .map_err(anyhow::Error::from);
-        Ok(Prepared {
-            policy,
-            plan,
-            source: Some(source),
-        })
+        }
+        let pairs = |specs: &[String]| -> anyhow::Result<Vec<(String, String)>> {
+            specs
+                .iter()
+                .map(|spec| {
+                    spec.split_once('=')
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .with_context(|| format!("{spec:?}: write KEY=VALUE"))
+                })
+                .collect()
+        };
+        let request = HelperRequest {
+            name: self.name.clone(),
+            repo: self.repo.clone(),
+            base: self.base.clone(),
+            worktree: self.worktree.clone(),
+            upstream: self.upstream.clone(),
+            no_fetch: self.no_fetch,
+            vars: pairs(&self.vars)?,
+            model_vars: pairs(&self.model_vars)?,
+            args: self.args.clone(),
+        };
+        Ok((session, request))
     }
 }
 
 impl ExplainCmd {
     pub(crate) fn execute(self) -> anyhow::Result<u8> {
-        let prepared = self.common.prepare()?;
-        let plan = prepared.plan?;
+        let (session, request) = self.common.session()?;
+        let plan = session.prepare(&request, ambient::var)?.plan?;
         say!("{}", serde_json::to_string_pretty(&plan.explain())?)?;
         Ok(0)
     }
@@ -231,60 +158,26 @@ impl ExplainCmd {
 
 impl HelperCmd {
     pub(crate) async fn execute(self) -> anyhow::Result<u8> {
-        let prepared = self.common.prepare()?;
-        let audit_log = prepared.policy.audit.log.clone();
-        if let Some(log) = &audit_log {
-            // Fail before running if the operator's audit log cannot be written.
-            audit::open(log).with_context(|| format!("cannot open the audit log {}", log.display()))?;
-        }
-        let plan = match prepared.plan {
-            Ok(plan) => plan,
-            Err(e) => {
-                if let Some(log) = &audit_log {
-                    // Only its status is recorded: the request never reached a backend.
-                    let outcome = Outcome::refused(Backend::Wasm, format!("{e:#}"), Vec::new());
-                    let decisions = vec![format!("refused: {e:#}")];
-                    let record = Record::refused(
-                        &self.common.name,
-                        prepared.source.as_ref(),
-                        "",
-                        &decisions,
-                        &outcome,
-                    );
-                    audit::append(log, &record)
-                        .with_context(|| format!("writing the audit log {}", log.display()))?;
-                }
-                return Err(e);
-            }
-        };
-        let native = crate::cli::run::native_backend(plan.sandbox, self.common.bwrap.clone())?;
+        let (session, request) = self.common.session()?;
+        let prepared = session.prepare(&request, ambient::var)?;
+        let native = crate::cli::run::native_backend(session.policy().sandbox, self.common.bwrap.clone())?;
         let mut config = WasmConfig::default();
         config.cache_dir = ambient::default_cache_dir();
         let runner = Runner::new(WasmSandbox::new(config)?, Some(native));
-        let limits = plan.job.parts().limits.clone();
-        let mut job = plan.job;
-        if let Some(path) = &self.changed_files {
-            job = job.stdin(crate::cli::run::changed_files(path, limits.timeout).await?);
-        }
-        let outcome = runner.run(job).await?;
-        if let Some(log) = &audit_log {
-            let record = Record::new(
-                &plan.helper,
-                Some(&plan.source),
-                &plan.program,
-                &plan.decisions,
-                &limits,
-                &outcome,
-            );
-            audit::append(log, &record)
-                .with_context(|| format!("writing the audit log {}", log.display()))?;
-        }
+        let stdin = match (&self.changed_files, &prepared.plan) {
+            (Some(path), Ok(plan)) => {
+                Some(crate::cli::run::changed_files(path, plan.job.parts().limits.timeout).await?)
+            }
+            _ => None,
+        };
+        let (plan, outcome) = session.run(&runner, prepared, stdin).await?;
+        let timeout = plan.job.parts().limits.timeout;
         if self.for_model {
             let nonce = untrusted::Nonce::random()
                 .map_err(|e| anyhow::anyhow!("no randomness for the nonce: {e}"))?;
             crate::cli::out::Out.write_all(untrusted::render(&plan.helper, &outcome, &nonce).as_bytes())?;
         } else {
-            crate::cli::run::print_outcome(&outcome, self.format, self.json, &plan.helper, limits.timeout)?;
+            crate::cli::run::print_outcome(&outcome, self.format, self.json, &plan.helper, timeout)?;
         }
         if let Backend::Native {
             confinement: wrun_runtime::Confinement::Unsandboxed { reason },

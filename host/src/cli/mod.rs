@@ -76,7 +76,11 @@ impl Cli {
         match result {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
-                note!("wrun: error: {e:#}");
+                // A refusal names its rule, as the audit log does.
+                match e.downcast_ref::<wrun_host::session::SessionError>() {
+                    Some(refusal) => note!("wrun: refused [{}]: {e:#}", refusal.rule()),
+                    None => note!("wrun: error: {e:#}"),
+                }
                 ExitCode::from(exit::REFUSED)
             }
         }

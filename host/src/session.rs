@@ -1,0 +1,335 @@
+//! A session: one request for one helper of the upstream repository, from the operator's
+//! policy to the audit log. In order:
+//!
+//! 1. **overlay**: the upstream repository is found (the policy's `[upstream]`, or the
+//!    worktree's remote if the policy allows its URL), its base branch fetched into wrun's own
+//!    bare repository, and the worktree's `.ai/` replaced by upstream's;
+//! 2. **sandbox mode**: the policy's, which the host may only make stricter
+//!    ([`Session::new`]);
+//! 3. **variables**: the request's trusted and model-origin template values, plus `base_ref`
+//!    and `base_sha`;
+//! 4. **plan**: the definition read from the base commit and turned into a job
+//!    ([`crate::helper::plan`]);
+//! 5. **run** on the host's sandbox, and
+//! 6. **audit**: one line per run and per refusal, when the policy names a log.
+//!
+//! `wrun helper`, `wrun explain` and `wrun serve` all go through it; a refusal at any step
+//! carries a stable rule id ([`SessionError::rule`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use wrun_runtime::{Sandbox, SandboxMode, Status};
+
+use crate::audit::{self, DefinitionSource, Record};
+use crate::expand::{Origin, Var};
+use crate::git::{BaseRef, GitError, Upstream};
+use crate::helper::{Plan, PlanError, Request};
+use crate::policy::{Policy, PolicyError};
+
+/// A request for one helper, against a pull request's worktree.
+#[derive(Debug, Clone, Default)]
+pub struct HelperRequest {
+    /// The helper's name in upstream's `.ai/helpers.toml`.
+    pub name: String,
+    /// The pull request's repository (its `.git`, and its worktree unless `worktree` is set).
+    pub repo: PathBuf,
+    /// The base branch as `REMOTE/BRANCH` (`origin/main`).
+    pub base: String,
+    /// The pull request's worktree, when not the repository's directory.
+    pub worktree: Option<PathBuf>,
+    /// The upstream URL the host names (else the policy's, else the remote's, if allowed).
+    pub upstream: Option<String>,
+    /// Use the base branch as wrun last fetched it.
+    pub no_fetch: bool,
+    /// Template values the host vouches for (refs, commit ids, names).
+    pub vars: Vec<(String, String)>,
+    /// Template values that came from a model or another helper's output: never interpolated.
+    pub model_vars: Vec<(String, String)>,
+    /// Arguments from the request, checked against the definition's `model_args`.
+    pub args: Vec<String>,
+}
+
+/// Why a session step refused or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The policy.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// Finding, fetching or reading upstream, or the overlay.
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// Turning the request into a job.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// No git to read upstream with.
+    #[error("git is not on PATH; install git (apt-get install git)")]
+    NoGit,
+    /// A path of the request cannot be opened.
+    #[error("cannot open the {what} {}: {source}", path.display())]
+    Open {
+        /// Which path.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// wrun has nowhere to keep its copies of upstream repositories.
+    #[error("no directory for wrun's copies of upstream repositories: set XDG_CACHE_HOME or HOME")]
+    NoStore,
+    /// The audit log cannot be written: nothing runs.
+    #[error("cannot write the audit log {}: {source}", path.display())]
+    Audit {
+        /// The log.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The runtime refused or failed the job.
+    #[error(transparent)]
+    Run(#[from] wrun_runtime::Error),
+}
+
+impl SessionError {
+    /// The rule this refusal comes from, as a stable id (`shell.operand`, `upstream.url`,
+    /// `args.refused` …): what the audit log records and a host may branch on.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            SessionError::Policy(_) => "policy.invalid",
+            SessionError::Git(e) => e.rule(),
+            SessionError::Plan(e) => e.rule(),
+            SessionError::NoGit => "git.unavailable",
+            SessionError::Open { .. } => "request.path",
+            SessionError::NoStore => "upstream.storage",
+            SessionError::Audit { .. } => "audit.unwritable",
+            SessionError::Run(_) => "runtime.refused",
+        }
+    }
+}
+
+/// A request resolved: its plan, or why it was refused (kept, to be audited), and where its
+/// definition came from when upstream was read.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The helper asked for.
+    pub name: String,
+    /// The plan, or the refusal.
+    pub plan: Result<Plan, SessionError>,
+    /// The definition's ref and commit.
+    pub source: Option<DefinitionSource>,
+}
+
+/// One host's sessions under one policy.
+#[derive(Debug)]
+pub struct Session {
+    policy: Policy,
+    git: PathBuf,
+    store: PathBuf,
+}
+
+impl Session {
+    /// Sessions under `policy`, its sandbox mode made stricter (never looser) by `asked` (the
+    /// host's `HELPER_SANDBOX`, a flag). Also returns the first asked mode that was looser than
+    /// the policy's, which does not hold. `store` is where wrun keeps its bare copies of
+    /// upstream repositories (`$XDG_CACHE_HOME/wrun/upstream`).
+    ///
+    /// # Security
+    /// The store is created `0700` under wrun's authority when first used.
+    pub fn new(
+        mut policy: Policy,
+        asked: &[SandboxMode],
+        store: Option<PathBuf>,
+    ) -> Result<(Self, Option<SandboxMode>), SessionError> {
+        let (mode, looser) = policy.sandbox_mode(asked);
+        policy.sandbox = mode;
+        let git = crate::helper::git_binary().ok_or(SessionError::NoGit)?;
+        let store = store.ok_or(SessionError::NoStore)?;
+        Ok((Self { policy, git, store }, looser))
+    }
+
+    /// The policy, with the effective sandbox mode.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Steps 1 to 4: the overlay, the variables and the plan. An error here is one the host
+    /// made (a path that cannot be opened, a repository that is not a worktree); a refusal of
+    /// the request itself is kept in [`Prepared::plan`], to be audited by [`Session::run`].
+    ///
+    /// `env_lookup` reads a variable of the host's environment (only the policy's allowlisted
+    /// names are asked for).
+    pub fn prepare(
+        &self,
+        request: &HelperRequest,
+        env_lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Prepared, SessionError> {
+        let refused = |e: SessionError, source| Prepared {
+            name: request.name.clone(),
+            plan: Err(e),
+            source,
+        };
+        let base = match BaseRef::parse(&request.base) {
+            Ok(base) => base,
+            Err(e) => return Ok(refused(e.into(), None)),
+        };
+        let repo_dir = std::fs::canonicalize(&request.repo).map_err(|source| SessionError::Open {
+            what: "repository",
+            path: request.repo.clone(),
+            source,
+        })?;
+        // Before anything in it is touched.
+        crate::git::check_worktree(&repo_dir)?;
+        let worktree = request.worktree.as_ref().unwrap_or(&request.repo);
+        let worktree = std::fs::canonicalize(worktree).map_err(|source| SessionError::Open {
+            what: "worktree",
+            path: worktree.clone(),
+            source,
+        })?;
+        let configured = request
+            .upstream
+            .as_deref()
+            .or(self.policy.upstream.url.as_deref());
+        let url = match crate::git::upstream_url(
+            &self.git,
+            &repo_dir,
+            &worktree,
+            &base,
+            configured,
+            &self.policy.upstream.allow,
+        ) {
+            Ok((url, _)) => url,
+            Err(e) => return Ok(refused(e.into(), None)),
+        };
+        let repo = Upstream::open(self.git.clone(), &self.store, url)?;
+        let overlay = match crate::git::overlay(&repo, &worktree, &base, !request.no_fetch) {
+            Ok(o) => o,
+            Err(e) => return Ok(refused(e.into(), None)),
+        };
+        let source = DefinitionSource {
+            git_ref: base.to_string(),
+            commit: overlay.commit.clone(),
+        };
+        let mut vars = BTreeMap::new();
+        for ((key, value), origin) in request
+            .vars
+            .iter()
+            .map(|kv| (kv, Origin::Trusted))
+            .chain(request.model_vars.iter().map(|kv| (kv, Origin::Model)))
+        {
+            vars.insert(
+                key.clone(),
+                Var {
+                    value: value.clone(),
+                    origin,
+                },
+            );
+        }
+        vars.entry("base_ref".into()).or_insert(Var {
+            value: base.to_string(),
+            origin: Origin::Trusted,
+        });
+        vars.entry("base_sha".into()).or_insert(Var {
+            value: overlay.commit.clone(),
+            origin: Origin::Trusted,
+        });
+        let plan_request = Request {
+            helper: request.name.clone(),
+            model_args: request.args.clone(),
+            vars,
+        };
+        let plan = crate::helper::plan(
+            &self.policy,
+            &repo,
+            &base.to_string(),
+            &overlay.commit,
+            &worktree,
+            &plan_request,
+            env_lookup,
+        )
+        .map(|mut plan| {
+            let what = if overlay.replaced {
+                "replaced the worktree's .ai/ with"
+            } else {
+                "wrote"
+            };
+            plan.decisions.insert(
+                0,
+                format!(
+                    "{what} upstream's .ai/ from {} ({} files)",
+                    overlay.commit, overlay.files
+                ),
+            );
+            plan
+        })
+        .map_err(SessionError::from);
+        Ok(Prepared {
+            name: request.name.clone(),
+            plan,
+            source: Some(source),
+        })
+    }
+
+    /// Steps 5 and 6: runs the plan on `sandbox` (with `stdin` as its standard input, if
+    /// given) and writes the audit line; a refused request is audited and returned as the
+    /// error. Nothing runs when the policy's audit log cannot be written.
+    pub async fn run(
+        &self,
+        sandbox: &dyn Sandbox,
+        prepared: Prepared,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<(Plan, wrun_runtime::Outcome), SessionError> {
+        let log = self.policy.audit.log.clone();
+        if let Some(log) = &log {
+            audit::open(log).map_err(|source| SessionError::Audit {
+                path: log.clone(),
+                source,
+            })?;
+        }
+        let plan = match prepared.plan {
+            Ok(plan) => plan,
+            Err(e) => {
+                if let Some(log) = &log {
+                    let status = Status::Refused {
+                        reason: e.to_string(),
+                    };
+                    let decisions = vec![format!("refused: {e}")];
+                    let record = Record::refusal(
+                        &prepared.name,
+                        prepared.source.as_ref(),
+                        &decisions,
+                        &status,
+                        e.rule(),
+                    );
+                    audit::append(log, &record).map_err(|source| SessionError::Audit {
+                        path: log.clone(),
+                        source,
+                    })?;
+                }
+                return Err(e);
+            }
+        };
+        let mut job = plan.job.clone();
+        if let Some(bytes) = stdin {
+            job = job.stdin(bytes);
+        }
+        let limits = job.parts().limits.clone();
+        let outcome = sandbox.run(job).await?;
+        if let Some(log) = &log {
+            let record = Record::new(
+                &plan.helper,
+                Some(&plan.source),
+                &plan.program,
+                &plan.decisions,
+                &limits,
+                &outcome,
+            );
+            audit::append(log, &record).map_err(|source| SessionError::Audit {
+                path: log.clone(),
+                source,
+            })?;
+        }
+        Ok((plan, outcome))
+    }
+}
