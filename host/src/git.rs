@@ -381,6 +381,9 @@ const HARDENING: &[&str] = &[
     "core.askPass=",
     "core.alternateRefsCommand=",
     "credential.helper=",
+    "gpg.program=false",
+    "gpg.x509.program=false",
+    "gpg.ssh.program=false",
     "protocol.allow=never",
     "protocol.file.allow=always",
     "protocol.git.allow=always",
@@ -602,6 +605,19 @@ impl Upstream {
     fn blob(&self, id: &str, path: &str) -> Result<Vec<u8>, GitError> {
         self.check_size(id, path, MAX_AI_FILE)?;
         run_git(&self.git, &self.dir, &["cat-file", "blob", id], None)
+    }
+
+    /// An empty directory of wrun's (made if missing), to hide a directory of the worktree
+    /// behind in the sandbox.
+    pub fn empty_dir(&self) -> Result<PathBuf, GitError> {
+        let dir = self.dir.parent().unwrap_or(&self.dir).join("empty");
+        if !dir.is_dir() {
+            std::fs::create_dir_all(&dir).map_err(|e| GitError::Storage {
+                path: dir.clone(),
+                reason: format!("cannot create it: {e}"),
+            })?;
+        }
+        Ok(dir)
     }
 
     /// How git inside a shell helper's sandbox is kept from the repository's configuration:

@@ -259,6 +259,7 @@ pub fn plan(
             }
         }
     };
+    let mut runs_node = false;
     let (program, job) = match def.kind {
         Kind::Wasm => {
             let module_path = def.module.clone().unwrap_or_default();
@@ -289,6 +290,7 @@ pub fn plan(
                     command: String::new(),
                     reason: "empty command".into(),
                 })?;
+            runs_node = is_node(first);
             let resolved = resolve(first, &policy.native.path, worktree)?;
             link(&resolved);
             let program = in_sandbox(resolved);
@@ -311,6 +313,7 @@ pub fn plan(
                 }
             }
             uses_git = checked.uses_git;
+            runs_node = checked.statements.iter().any(|s| is_node(&s.command));
             decisions.push(format!(
                 "shell command checked: {} statements, all resolved",
                 checked.statements.len()
@@ -380,6 +383,16 @@ pub fn plan(
             .collect::<Vec<_>>()
             .join(":");
         job = job.policy_env("PATH", path);
+    }
+    if runs_node && std::fs::symlink_metadata(worktree.join("node_modules")).is_ok() {
+        // node resolves a bare `require("x")` of `.ai/script.js` through every parent's
+        // node_modules: the worktree's is the pull request's.
+        job = job.dir(Mount::new(
+            repo.empty_dir()?,
+            format!("{}/node_modules", wrun_runtime::job::DEFAULT_WORKTREE_GUEST),
+            Access::ReadOnly,
+        ));
+        decisions.push("the pull request's node_modules is hidden from node".to_owned());
     }
     if uses_git {
         // git inside a shell helper reads no configuration but wrun's (the repository's own
@@ -451,4 +464,9 @@ impl PlanError {
             PlanError::Protect(_) => "worktree.protect",
         }
     }
+}
+
+/// Whether a command is node (which resolves modules through the script's parent directories).
+fn is_node(command: &str) -> bool {
+    matches!(command.rsplit('/').next(), Some("node" | "nodejs"))
 }

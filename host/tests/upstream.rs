@@ -145,6 +145,16 @@ run = "ls"
 worktree = "rw"
 
 [[helper]]
+name = "nodejs"
+kind = "shell"
+run = "node .ai/deps.js"
+
+[[helper]]
+name = "sig"
+kind = "shell"
+run = "git log -1 --format='%G?%n%GG'"
+
+[[helper]]
 name = "sorted"
 kind = "shell"
 run = "sort -t * > /dev/null"
@@ -180,6 +190,10 @@ limits = {{ stdout_cap = "64KiB" }}
              grep -o '\"path\":\"[^\"]*\"' | cut -d'\"' -f4 | while read -r p; do\n\
              printf '{\"wrun_finding\":1,\"path\":\"%s\",\"line\":1,\"severity\":\"%s\",\"rule\":\"changed\",\"message\":\"changed here\"}\\n' \"$p\" \"$sev\"\n\
              done\n",
+        );
+        write(
+            &up.join(".ai/deps.js"),
+            "let y; try { y = require('yaml'); } catch (e) { y = null; }\nconsole.log(y ? 'loaded ' + y.name : 'no yaml module');\n",
         );
         executable(&up.join(".ai/lint.sh"), "#!/bin/sh\necho \"upstream lint $*\"\n");
         executable(&up.join("scripts/build.sh"), "#!/bin/sh\necho built\n");
@@ -1345,5 +1359,87 @@ fn an_oversized_definitions_file_is_refused_before_it_is_read() {
         err(&o).contains("more than the 1048576 wrun reads"),
         "{}",
         err(&o)
+    );
+}
+
+/// node resolves `require("yaml")` of an upstream script through the worktree's
+/// node_modules, which the pull request fills: hidden from node. The twin runs the same
+/// script with node on the host, and the pull request's module loads.
+#[test]
+#[allow(clippy::disallowed_methods)] // the twin runs node itself
+fn an_upstream_node_script_loads_no_module_of_the_pull_request() {
+    let r = Repos::new();
+    r.policy("policy.toml", "require", "");
+    let pr = r.path("pr");
+    write(
+        &pr.join("node_modules/yaml/index.js"),
+        "process.stderr.write('PWNED-from-node_modules\\n'); module.exports = { name: 'evil' };\n",
+    );
+    let o = r.helper("nodejs", &[]);
+    assert_eq!(code(&o), 0, "{}{}", out(&o), err(&o));
+    assert_eq!(out(&o), "no yaml module\n", "{}", err(&o));
+    assert!(!err(&o).contains("PWNED"), "{}", err(&o));
+    let twin = Command::new("node")
+        .arg(".ai/deps.js")
+        .current_dir(&pr)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&twin.stderr).contains("PWNED-from-node_modules"),
+        "{twin:?}"
+    );
+}
+
+/// A commit of the pull request signed in the x509 format: `%G?` would have git run gpgsm on
+/// the pull request's CMS data. Every signature program is turned off.
+#[test]
+#[allow(clippy::disallowed_methods)]
+fn git_runs_no_signature_program_on_the_pull_requests_signatures() {
+    let r = Repos::new();
+    r.policy("policy.toml", "require", "");
+    let pr = r.path("pr");
+    let commit = Command::new("git")
+        .args(["cat-file", "commit", "HEAD"])
+        .current_dir(&pr)
+        .output()
+        .unwrap()
+        .stdout;
+    let commit = String::from_utf8(commit).unwrap();
+    let (head, message) = commit.split_once("\n\n").unwrap();
+    let signed = format!(
+        "{head}\ngpgsig -----BEGIN SIGNED MESSAGE-----\n MIAGCSqGSIb3DQEHAqCAMIACAQExDTALBglghkgBZQMEAgEwgAYJKoZIhvcNAQcB\n -----END SIGNED MESSAGE-----\n\n{message}"
+    );
+    let mut hash = Command::new("git")
+        .args(["hash-object", "-t", "commit", "-w", "--stdin"])
+        .current_dir(&pr)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        hash.stdin.take().unwrap().write_all(signed.as_bytes()).unwrap();
+    }
+    let id = String::from_utf8(hash.wait_with_output().unwrap().stdout).unwrap();
+    git(&pr, &["update-ref", "HEAD", id.trim()]);
+    let o = r.helper("sig", &[]);
+    assert_eq!(code(&o), 0, "{}{}", out(&o), err(&o));
+    assert!(
+        !err(&o).contains("gpgsm") && !out(&o).contains("gpgsm"),
+        "{}{}",
+        out(&o),
+        err(&o)
+    );
+    // The twin: git with the default configuration hands the signature to gpgsm.
+    let twin = Command::new("git")
+        .args(["log", "-1", "--format=%G?%n%GG"])
+        .current_dir(&pr)
+        .env("GNUPGHOME", r.path("gnupg-twin"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&twin.stderr).contains("gpgsm")
+            || String::from_utf8_lossy(&twin.stdout).contains("gpgsm"),
+        "{twin:?}"
     );
 }

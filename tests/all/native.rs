@@ -336,13 +336,20 @@ fn cpu_memory_and_file_size_limits_hold() {
     );
     assert_eq!(out.status, Status::OutOfCpu);
 
+    // A gigabyte under a 256 MiB limit: refused (RLIMIT_AS: MemoryError) or stopped (the
+    // memory cgroup: out of memory), never allocated.
     let out = run_native(
         s,
         python("b = bytearray(1 << 30); print('allocated')")
             .limits(Limits::default().with_memory(ByteSize::mib(256))),
     );
     assert!(!out.stdout.text().contains("allocated"));
-    assert!(out.stderr.text().contains("MemoryError"), "{}", out.stderr.text());
+    assert!(
+        out.status == Status::OutOfMemory || out.stderr.text().contains("MemoryError"),
+        "{:?}: {}",
+        out.status,
+        out.stderr.text()
+    );
 
     let fx = Fixture::new();
     let out = run_native(
@@ -893,4 +900,35 @@ fn a_protected_path_below_a_link_is_refused_before_anything_runs() {
         assert!(err.to_string().contains("symbolic link"), "{err}");
     }
     assert!(!real.join("modules/planted").exists());
+}
+
+/// Where a memory cgroup bounds the memory a run uses, a process may reserve address space
+/// beyond the limit (node's V8, the JVM and Go reserve far more than they touch); what it
+/// touches is still bounded.
+#[test]
+fn address_space_reserved_beyond_the_limit_is_not_memory_used() {
+    let s = sandbox!();
+    let reserve = "import mmap\nm = mmap.mmap(-1, 2 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000, prot=0)\nprint('reserved')";
+    let limits = Limits::default().with_memory(ByteSize::mib(256));
+    let out = run_native(s, python(reserve).limits(limits.clone()));
+    let cgroup = matches!(
+        out.backend,
+        Backend::Native {
+            enforcement: wrun_runtime::Enforcement {
+                memory: wrun_runtime::Mechanism::CgroupV1 | wrun_runtime::Mechanism::CgroupV2,
+                ..
+            },
+            ..
+        }
+    );
+    if cgroup {
+        assert_eq!(out.stdout.text(), "reserved\n", "{}", out.stderr.text());
+        // Touching it is memory: stopped.
+        let touch = "b = bytearray(1 << 30); print('allocated')";
+        let out = run_native(s, python(touch).limits(limits));
+        assert_eq!(out.status, Status::OutOfMemory, "{}", out.stderr.text());
+    } else {
+        // Without a memory cgroup, RLIMIT_AS is the limit: the reservation is refused.
+        assert!(!out.stdout.text().contains("reserved"));
+    }
 }

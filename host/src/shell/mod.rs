@@ -89,7 +89,7 @@ pub const GIT_ENVIRONMENT: &[(&str, &str)] = &[
     ("GIT_TERMINAL_PROMPT", "0"),
     ("GIT_OPTIONAL_LOCKS", "0"),
     ("GIT_PAGER", "cat"),
-    ("GIT_CONFIG_COUNT", "15"),
+    ("GIT_CONFIG_COUNT", "17"),
     ("GIT_CONFIG_KEY_0", "core.fsmonitor"),
     ("GIT_CONFIG_VALUE_0", "false"),
     ("GIT_CONFIG_KEY_1", "core.hooksPath"),
@@ -122,6 +122,11 @@ pub const GIT_ENVIRONMENT: &[(&str, &str)] = &[
     ("GIT_CONFIG_VALUE_13", "false"),
     ("GIT_CONFIG_KEY_14", "submodule.recurse"),
     ("GIT_CONFIG_VALUE_14", "false"),
+    // `%G?` and friends verify signatures with whichever program the signature's format names.
+    ("GIT_CONFIG_KEY_15", "gpg.x509.program"),
+    ("GIT_CONFIG_VALUE_15", "false"),
+    ("GIT_CONFIG_KEY_16", "gpg.ssh.program"),
+    ("GIT_CONFIG_VALUE_16", "false"),
 ];
 
 /// How long parsing and checking one program may take.
@@ -266,6 +271,19 @@ pub fn is_guarded_var(name: &str) -> bool {
         "POSIXLY_CORRECT",
         "HOME",
         "TMPDIR",
+        // bash's own arrays and completion, history and readline state.
+        "DIRSTACK",
+        "GROUPS",
+        "FUNCNAME",
+        "PIPESTATUS",
+        "COPROC",
+        "MAPFILE",
+        "HISTCONTROL",
+        "HISTIGNORE",
+        "HISTTIMEFORMAT",
+        "INPUTRC",
+        "MAIL",
+        "MAILPATH",
     ];
     let upper = name.to_ascii_uppercase();
     GUARDED_VARS.contains(&upper.as_str())
@@ -274,6 +292,8 @@ pub fn is_guarded_var(name: &str) -> bool {
         // gettext: where `$"…"` and every program's messages come from.
         || upper.starts_with("TEXTDOMAIN")
         || upper.starts_with("GIT_")
+        || upper.starts_with("COMP_")
+        || upper.starts_with("READLINE_")
         || wrun_runtime::env::is_policy_only_name(&upper)
 }
 

@@ -973,3 +973,55 @@ fn integer_variables_and_array_declarations_are_evaluation_contexts() {
         ok(program);
     }
 }
+
+/// Fifth round: subscripts in a declaration builtin's `(…)`, `{var}` descriptors, bash's own
+/// arrays, indirect expansions of arrays.
+#[test]
+fn declared_elements_fd_variables_bash_arrays_and_indirect_spreads() {
+    all_refused(
+        Rule::Evaluation,
+        &[
+            "x=$1; declare -a a=([x]=1); echo \"${a[@]}\"",
+            "read -r n < ar; declare -a a=([n]=1)",
+            "n=$(cat ar); declare -a list=([n]=1)",
+            "read -r n < ar; typeset -a a=([0]=1 [n]=2)",
+            "read -r n < ar; readonly -a a=([n+1]=1)",
+            "read -r n < ar; v=n; declare -a b=([v]=1)",
+            "read -r n < ar; declare a[n]=1",
+            "x=$(cat ar); true {a[x]}</dev/null",
+            "true {a[\"$(cat ar)\"]}</dev/null",
+            "read -r n < ar; cat -- p.sh {a[n]}>/dev/null",
+            "true {fd}</dev/null",
+        ],
+    );
+    all_refused(
+        Rule::Assignment,
+        &[
+            "read -r DIRSTACK < f",
+            "GROUPS=x",
+            "COMP_WORDS=x",
+            "x=$(cat cmp); declare DIRSTACK=\"$x\"",
+            "IFS= read -r line < cmp; typeset DIRSTACK=\"$line\"",
+            "x=$(cat cmp); declare -g DIRSTACK=\"$x\"",
+        ],
+    );
+    for program in [
+        "IFS=, read -ra arr < targs2; r='arr[@]'; [ \"${!r}\" ]",
+        "IFS=, read -ra arr < targs2; r='arr[@]'; test \"${!r}\" && echo yes",
+        "IFS=, read -ra arr < targs2; r='arr[*]'; grep -e \"${!r}\" f",
+    ] {
+        refused(program);
+    }
+    for program in [
+        "declare -a a=([0]=x [1]=y); echo \"${a[@]}\"",
+        "declare -a a=(1 2 3)",
+        "r=x; x=1; echo \"${!r}\"",
+        "IFS=, read -ra arr < f; r='arr[@]'; grep -c x -- \"${!r}\"",
+        "echo \"{a}\"",
+        "ls > ./out.txt",
+    ] {
+        ok(program);
+    }
+    refused("ls > ./.hidden");
+    refused("ls > ../out.txt");
+}

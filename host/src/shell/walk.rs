@@ -62,7 +62,7 @@ impl<'r> Checker<'r> {
             var_words: Vec::new(),
             copies: Vec::new(),
             integer_assigns: Vec::new(),
-            arrays: std::collections::HashSet::new(),
+            arrays: BASH_ARRAYS.iter().map(|s| (*s).to_owned()).collect(),
             declared_opaque: Vec::new(),
         }
     }
@@ -562,9 +562,23 @@ impl<'r> Checker<'r> {
             .chain(simple.suffix.iter().flat_map(|s| s.0.iter().map(|i| (false, i))))
         {
             match item {
-                (_, Item::Word(w)) => args.push(self.word(&w.value)?),
-                // A declaration builtin's `name=value` argument: an argument like any other.
-                (false, Item::AssignmentWord(_, w)) => args.push(self.word(&w.value)?),
+                (_, Item::Word(w)) => {
+                    if is_fd_variable(&w.value) {
+                        return Err(ShellError::new(
+                            Rule::Evaluation,
+                            "a word `{name}` right before a redirection makes bash store a descriptor number in the variable named inside (evaluating a subscript there, creating an array, setting bash's own variables); use a plain redirection",
+                            Some(&w.value),
+                        ));
+                    }
+                    args.push(self.word(&w.value)?);
+                }
+                // A declaration builtin's `name=value` argument: an argument like any other,
+                // and for `name=(…)` each element's subscript is evaluated as arithmetic by
+                // bash like a plain assignment's.
+                (false, Item::AssignmentWord(assignment, w)) => {
+                    self.declared_elements(assignment)?;
+                    args.push(self.word(&w.value)?);
+                }
                 (true, Item::AssignmentWord(assignment, w)) => {
                     if reads && is_literal_ifs(assignment) {
                         self.word(&w.value)?;
@@ -641,6 +655,31 @@ impl<'r> Checker<'r> {
         }
     }
 
+    /// The elements of a declaration builtin's `name=(…)` or `name[i]=…` argument: subscripts
+    /// are arithmetic, values words, and the name an array.
+    fn declared_elements(&mut self, assignment: &ast::Assignment) -> Result<(), ShellError> {
+        let name = match &assignment.name {
+            ast::AssignmentName::VariableName(n) => n,
+            ast::AssignmentName::ArrayElementName(n, subscript) => {
+                self.arithmetic(subscript, "an array subscript")?;
+                self.arrays.insert(n.clone());
+                n
+            }
+        };
+        if let ast::AssignmentValue::Array(items) = &assignment.value {
+            self.arrays.insert(name.clone());
+            for (k, v) in items {
+                if let Some(k) = k {
+                    self.word(&k.value)?;
+                    self.arithmetic(&k.value, "an array subscript")?;
+                }
+                let word = self.word(&v.value)?;
+                self.no_unquoted_expansion(&word)?;
+            }
+        }
+        Ok(())
+    }
+
     /// `name=value` on its own: a shell variable.
     fn shell_assignment(&mut self, assignment: &ast::Assignment, w: &ast::Word) -> Result<(), ShellError> {
         let name = match &assignment.name {
@@ -697,7 +736,7 @@ impl<'r> Checker<'r> {
         if super::is_guarded_var(name) {
             return Err(ShellError::new(
                 Rule::Assignment,
-                format!("assigning {name} is not allowed; the policy sets it"),
+                format!("assigning {name} is not allowed: bash, git or the policy relies on its value"),
                 Some(at),
             ));
         }
@@ -782,7 +821,7 @@ impl<'r> Checker<'r> {
             return Ok(());
         }
         let rel = path.strip_prefix("/tmp/").unwrap_or(&path);
-        let hidden = rel.split('/').any(|c| c.starts_with('.'));
+        let hidden = rel.split('/').any(|c| c.starts_with('.') && c != ".");
         if rel.starts_with('/') || rel.is_empty() || hidden {
             return Err(ShellError::new(
                 Rule::Redirect,
@@ -926,3 +965,35 @@ pub(super) fn is_integer_var(name: &str) -> bool {
         "OPTIND" | "RANDOM" | "SRANDOM" | "HISTCMD" | "SECONDS" | "LINENO" | "OPTERR" | "EPOCHSECONDS"
     )
 }
+
+/// Whether a word is bash's `{varname}` (or `{name[sub]}`) form, which before a redirection
+/// names a variable to store a new descriptor in.
+fn is_fd_variable(raw: &str) -> bool {
+    let Some(inner) = raw.strip_prefix('{').and_then(|r| r.strip_suffix('}')) else {
+        return false;
+    };
+    let name = inner.split('[').next().unwrap_or_default();
+    name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// bash's own array variables: a declaration builtin parses a value given to one again as
+/// `(…)`.
+pub(super) const BASH_ARRAYS: &[&str] = &[
+    "DIRSTACK",
+    "GROUPS",
+    "FUNCNAME",
+    "PIPESTATUS",
+    "BASH_ARGV",
+    "BASH_ARGC",
+    "BASH_LINENO",
+    "BASH_SOURCE",
+    "BASH_VERSINFO",
+    "BASH_REMATCH",
+    "BASH_ALIASES",
+    "BASH_CMDS",
+    "COMP_WORDS",
+    "COPROC",
+    "MAPFILE",
+    "READLINE_ARGUMENT",
+];

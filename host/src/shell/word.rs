@@ -548,6 +548,8 @@ impl Checker<'_> {
                         ..
                     }
             );
+        // `${!r}` with `r='a[@]'` expands to every element: as many words as the array.
+        out.multi |= indirect;
         match parameter {
             _ if indirect => out.opaque = true,
             Parameter::Named(name)

@@ -19,12 +19,16 @@ use crate::capture::Capture;
 use crate::capture::Captured;
 use crate::checked::Checked;
 use crate::job::Stdin;
-use crate::outcome::Status;
+use crate::outcome::{Mechanism, Status};
 use crate::sys::spawner::Message;
 
 /// How long pipes are drained after the process tree is gone. A process that escaped the tree
 /// (only possible unsandboxed, without a cgroup) and holds stdout open is abandoned after this.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Address space a process may reserve beyond its memory limit when a memory cgroup enforces
+/// that limit (see `run`).
+const ADDRESS_SPACE_HEADROOM: u64 = 8 << 30;
 
 /// How long reaping may take after SIGKILL (a process in uninterruptible sleep).
 const REAP_GRACE: Duration = Duration::from_secs(5);
@@ -60,9 +64,34 @@ fn spawn_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     let limits = &launch.job.limits;
+    // The memory cgroup holds the helper's own memory and, in the sandbox, its /tmp (tmpfs
+    // pages count there): memory + tmp_size, so that filling /tmp ends in ENOSPC, which a
+    // tool can report, rather than in an out-of-memory kill.
+    let cgroup_memory = if launch.sandboxed {
+        limits.memory.bytes().saturating_add(limits.tmp_size.bytes())
+    } else {
+        limits.memory.bytes()
+    };
+    let mut lease = launch
+        .pool
+        .lease(limits.max_processes, cgroup_memory)
+        .await
+        .map_err(spawn_err("preparing a process"))?;
+    // `RLIMIT_AS` counts address space reserved, not memory used: where a memory cgroup
+    // bounds what the run uses, it only keeps a process from reserving without bound, and
+    // leaves room for runtimes that reserve far more than they touch (node's V8, the JVM, Go).
+    // Without one, it is the memory limit itself.
+    let memory_cgroup = lease
+        .cgroup()
+        .is_some_and(|c| c.enforcement().memory != Mechanism::Rlimit);
+    let address_space = if memory_cgroup {
+        limits.memory.bytes().saturating_add(ADDRESS_SPACE_HEADROOM)
+    } else {
+        limits.memory.bytes()
+    };
     // `(libc::RLIMIT_*, soft, hard)`, set by the spawner's child before exec.
     let mut rlimits: Vec<(u32, u64, u64)> = vec![
-        (libc::RLIMIT_AS, limits.memory.bytes(), limits.memory.bytes()),
+        (libc::RLIMIT_AS, address_space, address_space),
         (
             libc::RLIMIT_FSIZE,
             limits.max_file_size.bytes(),
@@ -126,20 +155,6 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     let mut fds = vec![stdin_child.as_fd(), stdout_child.as_fd(), stderr_child.as_fd()];
     fds.extend(seccomp_fd.as_ref().map(AsFd::as_fd));
 
-    // The memory cgroup holds the helper's own memory and, in the sandbox, its /tmp (tmpfs
-    // pages count there): memory + tmp_size, so that filling /tmp ends in ENOSPC, which a
-    // tool can report, rather than in an out-of-memory kill. RLIMIT_AS still bounds each
-    // process to `memory`.
-    let cgroup_memory = if launch.sandboxed {
-        limits.memory.bytes().saturating_add(limits.tmp_size.bytes())
-    } else {
-        limits.memory.bytes()
-    };
-    let mut lease = launch
-        .pool
-        .lease(limits.max_processes, cgroup_memory)
-        .await
-        .map_err(spawn_err("preparing a process"))?;
     lease
         .start(&message, &fds)
         .map_err(spawn_err(&format!("starting {}", launch.program.display())))?;
