@@ -53,3 +53,10 @@ pub use runner::Runner;
 pub use sandbox::{BoxFuture, Sandbox};
 #[cfg(feature = "wasm")]
 pub use wasm::{Allocator, WasmConfig, WasmSandbox};
+
+/// The Landlock ABI version this kernel offers this process, if any: a wasm job with
+/// protected paths in a writable mount needs it (else it is refused).
+#[cfg(target_os = "linux")]
+pub fn landlock_abi() -> Option<u32> {
+    sys::landlock::abi()
+}

@@ -15,6 +15,12 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// takes to tear the helper down. A helper hitting a limit returns `Ok` with a status saying
 /// which; `Err` means the job could not be started (invalid limits, unreadable module, bad
 /// mount) or wrun failed.
+///
+/// **Cancellation.** Dropping the future `run` returned (a host's own timeout, a client gone)
+/// stops the run: a wasm guest is dropped at its next epoch tick (on the caller's task, or on
+/// the thread of a confined run, which then ends), a native helper's whole process tree is
+/// killed and its cgroup emptied, and its spawner retired. Nothing of the run is left once
+/// the drop has returned, or promptly after.
 pub trait Sandbox: Send + Sync + std::fmt::Debug {
     /// Short backend name, for diagnostics.
     fn name(&self) -> &'static str;

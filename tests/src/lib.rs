@@ -124,6 +124,12 @@ pub fn native() -> Option<&'static wrun_runtime::NativeSandbox> {
     }
 }
 
+/// Whether the kernel offers Landlock to this process (writable wasm runs with protected paths
+/// need it).
+pub fn landlock_available() -> bool {
+    wrun_runtime::landlock_abi().is_some()
+}
+
 /// A native sandbox of its own (its own pool of spawners), when the shared one is available.
 pub fn fresh_native() -> Option<wrun_runtime::NativeSandbox> {
     let shared = native()?;

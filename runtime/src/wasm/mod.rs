@@ -399,10 +399,12 @@ impl Execution {
 
     /// Runs the guest on a thread of its own confined by `plan` (Landlock), with a runtime of
     /// its own: every file-system call of the guest is made from that thread or from threads
-    /// it starts, all of which the confinement covers. The thread ends with the run.
+    /// it starts, all of which the confinement covers. The thread ends with the run, or as
+    /// soon as the caller stops waiting for it (its future dropped): the guest yields at every
+    /// epoch tick, and the run is dropped there.
     #[cfg(target_os = "linux")]
     async fn run_confined(self, plan: crate::protect::LandlockPlan) -> Result<Executed, Error> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (mut tx, rx) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("wrun-wasm-confined".into())
             .spawn(move || {
@@ -413,9 +415,22 @@ impl Execution {
                         .enable_all()
                         .build()
                         .map_err(|e| Error::Engine(format!("starting the confined run's runtime: {e}")))?;
-                    runtime.block_on(self.run())
+                    Ok(runtime.block_on(async {
+                        tokio::select! {
+                            result = self.run() => Some(result),
+                            () = tx.closed() => None,
+                        }
+                    }))
                 })();
-                let _ = tx.send(result);
+                match result {
+                    Ok(Some(result)) => {
+                        let _ = tx.send(result);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                    }
+                }
             })
             .map_err(|e| Error::Engine(format!("starting the confined run's thread: {e}")))?;
         rx.await
