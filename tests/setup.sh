@@ -8,6 +8,7 @@
 #   - ruff (PyPI) in the venv target/tools-venv, the real Python linter the tests run sandboxed;
 #   - ripgrep (crates.io) built for wasm32-wasip1 into target/wasm-tools, a real third-party
 #     helper the tests run through wrun;
+#   - cargo-deny (crates.io) into target/tools, which checks the dependency tree against deny.toml;
 #   - the Microsoft SARIF multitool (npm) into target/tools-npm, which checks wrun's SARIF against
 #     GitHub code scanning's rules.
 set -euo pipefail
@@ -43,6 +44,10 @@ fi
 
 if [ ! -f target/wasm-tools/bin/rg.wasm ]; then
     cargo install ripgrep --locked --target wasm32-wasip1 --root target/wasm-tools
+fi
+
+if [ ! -x target/tools/bin/cargo-deny ]; then
+    cargo install cargo-deny --locked --version 0.20.2 --root target/tools
 fi
 
 if [ ! -x target/tools-npm/node_modules/.bin/sarif-multitool ]; then

@@ -115,7 +115,7 @@ fn target(root: &Path, checkout: &Path) {
             std::os::unix::fs::symlink(&path, modules.join(path.file_name().unwrap())).unwrap();
         }
     }
-    for tool in ["wasm-tools", "tools-venv", "tools-npm"] {
+    for tool in ["wasm-tools", "tools-venv", "tools-npm", "tools"] {
         let real = root.join("target").join(tool);
         if real.exists() {
             std::os::unix::fs::symlink(&real, target.join(tool)).unwrap();
