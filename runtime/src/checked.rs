@@ -111,6 +111,7 @@ impl Checked {
     }
 
     /// The Outcome of a job the backend refused to run (a module it will not instantiate).
+    #[cfg(feature = "wasm")]
     pub(crate) fn refused(&self, backend: Backend, reason: impl Into<String>) -> Outcome {
         let mut outcome = Outcome::refused(backend, reason, self.env_dropped.clone());
         outcome.usage.wall_time = self.started.elapsed();

@@ -316,9 +316,14 @@ impl NativeSandbox {
                     .into(),
             });
         }
-        let program = program.clone();
         // Checked once, before anything is spawned, whichever path runs.
         let job = Checked::new(job, MOUNT_RULES)?;
+        let Program::Native(program) = job.program.clone() else {
+            return Err(Error::Unsupported {
+                backend: "native",
+                reason: "it is a wasm module; run it with the wasm sandbox".into(),
+            });
+        };
         let mode = job.mode.unwrap_or(self.config.mode);
         let mut vars = job.env.clone();
         for (name, value) in [("HOME", "/tmp"), ("TMPDIR", "/tmp"), ("PATH", DEFAULT_PATH)] {

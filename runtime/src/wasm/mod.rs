@@ -26,33 +26,27 @@
 //! this module can contain (the native sandbox is the layer for that).
 
 mod cache;
+mod engine;
 mod limiter;
+mod prepare;
+mod run;
 mod stdio;
 
-use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store,
-    Trap, UpdateDeadline,
-};
-use wasmtime_wasi::p1::{self, WasiP1Ctx};
-use wasmtime_wasi::p2::pipe::MemoryInputPipe;
-use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
-use self::cache::{DiskCache, MemoryCache};
-use self::limiter::MemoryLimiter;
-use self::stdio::CaptureStream;
+use self::engine::{EngineSet, build_engine_set};
+use self::prepare::{Prepared, prepare};
+use self::run::Execution;
 use crate::Error;
 use crate::capture::Capture;
 use crate::checked::{Checked, Ended, MountRules};
-use crate::job::{Access, Job, Mount, Program, Stdin, WasmModule};
+use crate::job::{Job, Mount, Program, WasmModule};
 use crate::limits::ByteSize;
-use crate::outcome::{Backend, CacheUse, Outcome, Status};
+use crate::outcome::{Backend, Outcome};
 use crate::sandbox::{BoxFuture, Sandbox};
 
 /// How often the epoch ticks: the granularity of the wall-clock timeout and of yielding to
@@ -106,36 +100,6 @@ impl Default for WasmConfig {
     }
 }
 
-/// Store data of one run.
-struct RunState {
-    wasi: WasiP1Ctx,
-    limiter: MemoryLimiter,
-}
-
-/// An engine, its linker and caches, for one engine configuration (fuel on or off).
-struct EngineSet {
-    engine: Engine,
-    linker: Linker<RunState>,
-    provided: HashSet<(String, String)>,
-    memory: MemoryCache<RunState>,
-    disk: Option<DiskCache>,
-    ticker_stop: Arc<AtomicBool>,
-}
-
-impl std::fmt::Debug for EngineSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineSet")
-            .field("disk", &self.disk)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Drop for EngineSet {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
-    }
-}
-
 /// Runs WASI preview 1 command modules. Create one per process (or per configuration) and
 /// share it: engines, compiled code and the epoch ticker are reused by every run.
 #[derive(Debug)]
@@ -145,17 +109,6 @@ pub struct WasmSandbox {
     fueled: OnceLock<Result<Arc<EngineSet>, String>>,
     permits: Semaphore,
 }
-
-/// How a prepared module was obtained, or why it may not run.
-enum Prepared {
-    Ready(InstancePre<RunState>, CacheUse),
-    Refused(String),
-}
-
-/// The error the epoch callback raises at the deadline.
-#[derive(Debug, thiserror::Error)]
-#[error("wall-clock timeout")]
-struct Deadline;
 
 impl WasmSandbox {
     /// A sandbox with `config`. Checks the cache directory (created `0700` if missing; refused
@@ -226,7 +179,10 @@ impl WasmSandbox {
         }
         let checked = Checked::new(job, MOUNT_RULES)?;
         let Program::Wasm(module) = &checked.program else {
-            unreachable!("checked above");
+            return Err(Error::Unsupported {
+                backend: "wasm",
+                reason: "it is a native program; run it with the native sandbox".into(),
+            });
         };
         let mut mounts = checked.mounts.clone();
         // The worktree is also the helper's working directory: preview 1 has no working
@@ -289,155 +245,6 @@ impl WasmSandbox {
     }
 }
 
-/// Everything one run needs, owned, so that it can run on another thread.
-struct Execution {
-    engine: Engine,
-    pre: InstancePre<RunState>,
-    name: String,
-    args: Vec<String>,
-    env: Vec<(String, String)>,
-    stdin: Stdin,
-    mounts: Vec<Mount>,
-    limits: crate::Limits,
-    deadline: Instant,
-    stdout: Capture,
-    stderr: Capture,
-}
-
-/// How a run ended.
-struct Executed {
-    status: Status,
-    fuel_consumed: Option<u64>,
-    peak: u64,
-}
-
-impl Execution {
-    /// Runs the guest to its end on the current task.
-    async fn run(self) -> Result<Executed, Error> {
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.arg(&self.name)
-            .args(&self.args)
-            .envs(&self.env)
-            .stdout(CaptureStream(self.stdout.clone()))
-            .stderr(CaptureStream(self.stderr.clone()))
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        match &self.stdin {
-            Stdin::Closed => {}
-            Stdin::Bytes(bytes) => {
-                wasi.stdin(MemoryInputPipe::new(bytes::Bytes::copy_from_slice(bytes)));
-            }
-            Stdin::Stream(fd) => {
-                let reader = self::stdio::stream_reader(fd).map_err(|source| Error::Spawn {
-                    what: "reading stdin".into(),
-                    source,
-                })?;
-                wasi.stdin(wasmtime_wasi::cli::AsyncStdinStream::new(reader));
-            }
-        }
-        for mount in &self.mounts {
-            let perms = match mount.access {
-                Access::ReadOnly => FsPerms::ReadOnly,
-                Access::ReadWrite => FsPerms::ReadWrite,
-            };
-            wasi.preopened_dir(&mount.host, &mount.guest, perms)
-                .map_err(|e| Error::Mount {
-                    host: mount.host.clone(),
-                    guest: mount.guest.clone(),
-                    reason: format!("{e:#}"),
-                })?;
-        }
-
-        let mut store = Store::new(
-            &self.engine,
-            RunState {
-                wasi: wasi.build_p1(),
-                limiter: MemoryLimiter::new(self.limits.memory),
-            },
-        );
-        store.limiter(|s| &mut s.limiter);
-        if let Some(fuel) = self.limits.fuel {
-            store
-                .set_fuel(fuel)
-                .map_err(|e| Error::Engine(format!("setting fuel: {e}")))?;
-        }
-        let deadline = self.deadline;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Err(wasmtime::Error::new(Deadline))
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
-
-        let pre = self.pre;
-        let run = async {
-            let instance = pre.instantiate_async(&mut store).await?;
-            let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-            start.call_async(&mut store, ()).await
-        };
-        let result = tokio::time::timeout_at(deadline.into(), run).await;
-
-        let status = match result {
-            Err(_elapsed) => Status::TimedOut,
-            Ok(Ok(())) => Status::Exited { code: 0 },
-            Ok(Err(e)) => classify(&e, store.data().limiter.hit()),
-        };
-        let fuel_consumed = self
-            .limits
-            .fuel
-            .map(|budget| budget.saturating_sub(store.get_fuel().unwrap_or(0)));
-        let peak = store.data().limiter.peak() as u64;
-        Ok(Executed {
-            status,
-            fuel_consumed,
-            peak,
-        })
-    }
-
-    /// Runs the guest on a thread of its own confined by `plan` (Landlock), with a runtime of
-    /// its own: every file-system call of the guest is made from that thread or from threads
-    /// it starts, all of which the confinement covers. The thread ends with the run, or as
-    /// soon as the caller stops waiting for it (its future dropped): the guest yields at every
-    /// epoch tick, and the run is dropped there.
-    #[cfg(target_os = "linux")]
-    async fn run_confined(self, plan: crate::protect::LandlockPlan) -> Result<Executed, Error> {
-        let (mut tx, rx) = tokio::sync::oneshot::channel();
-        std::thread::Builder::new()
-            .name("wrun-wasm-confined".into())
-            .spawn(move || {
-                let result = (|| {
-                    plan.enforce()
-                        .map_err(|e| Error::Engine(format!("confining the run with Landlock: {e}")))?;
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| Error::Engine(format!("starting the confined run's runtime: {e}")))?;
-                    Ok(runtime.block_on(async {
-                        tokio::select! {
-                            result = self.run() => Some(result),
-                            () = tx.closed() => None,
-                        }
-                    }))
-                })();
-                match result {
-                    Ok(Some(result)) => {
-                        let _ = tx.send(result);
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                    }
-                }
-            })
-            .map_err(|e| Error::Engine(format!("starting the confined run's thread: {e}")))?;
-        rx.await
-            .map_err(|_| Error::Engine("the confined run's thread ended without a result".into()))?
-    }
-}
-
 impl Sandbox for WasmSandbox {
     fn name(&self) -> &'static str {
         "wasm"
@@ -448,31 +255,6 @@ impl Sandbox for WasmSandbox {
     }
 }
 
-/// Maps how wasmtime ended a run to a status. Never looks at message text.
-fn classify(error: &wasmtime::Error, memory_limit_hit: bool) -> Status {
-    if let Some(exit) = error.downcast_ref::<I32Exit>() {
-        return Status::Exited { code: exit.0 };
-    }
-    if error.downcast_ref::<Deadline>().is_some() {
-        return Status::TimedOut;
-    }
-    if memory_limit_hit {
-        return Status::OutOfMemory;
-    }
-    match error.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel) => Status::OutOfFuel,
-        Some(Trap::Interrupt) => Status::TimedOut,
-        Some(trap) => Status::Trapped {
-            message: trap.to_string(),
-        },
-        // A host function refused the call (an exit status of 126 or more, for one): the root
-        // cause says what; the wasm backtrace around it is noise for a review.
-        None => Status::Trapped {
-            message: error.root_cause().to_string(),
-        },
-    }
-}
-
 /// As wasmtime's own CLI: any guest path, nested or `/` itself; no files (a preopen is a
 /// directory).
 const MOUNT_RULES: MountRules<'static> = MountRules {
@@ -480,184 +262,3 @@ const MOUNT_RULES: MountRules<'static> = MountRules {
     inside: &[],
     files: false,
 };
-
-fn build_engine_set(config: &WasmConfig, fuel: bool) -> Result<EngineSet, Error> {
-    let engine_err = |what: &str, e: wasmtime::Error| Error::Engine(format!("{what}: {e:#}"));
-    let mut c = Config::new();
-    c.epoch_interruption(true)
-        .consume_fuel(fuel)
-        .max_wasm_stack(config.max_wasm_stack.as_usize())
-        // The fiber stack holds the wasm stack plus host frames of WASI calls.
-        .async_stack_size(config.max_wasm_stack.as_usize() + (1 << 20))
-        .wasm_component_model(false);
-    if let Allocator::Pooling { instances } = config.allocator {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_core_instances(instances)
-            .total_memories(instances)
-            .total_tables(instances.saturating_mul(4))
-            .total_stacks(instances)
-            .max_memory_size(crate::limits::MEMORY_CEILING.as_usize())
-            .table_elements(1 << 20);
-        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    }
-    let engine = Engine::new(&c).map_err(|e| engine_err("configuring wasmtime", e))?;
-    let mut linker: Linker<RunState> = Linker::new(&engine);
-    p1::add_to_linker_async(&mut linker, |s| &mut s.wasi).map_err(|e| engine_err("linking WASI", e))?;
-
-    // What the linker provides, to refuse modules by name before instantiating them.
-    let mut probe = Store::new(
-        &engine,
-        RunState {
-            wasi: WasiCtxBuilder::new().build_p1(),
-            limiter: MemoryLimiter::new(ByteSize(1)),
-        },
-    );
-    let provided = linker
-        .iter(&mut probe)
-        .map(|(module, name, _)| (module.to_owned(), name.to_owned()))
-        .collect();
-    drop(probe);
-
-    let disk = match &config.cache_dir {
-        Some(dir) => Some(DiskCache::new(dir, &engine)?),
-        None => None,
-    };
-    let ticker_stop = Arc::new(AtomicBool::new(false));
-    spawn_ticker(engine.weak(), ticker_stop.clone())?;
-    Ok(EngineSet {
-        engine,
-        linker,
-        provided,
-        memory: MemoryCache::new(),
-        disk,
-        ticker_stop,
-    })
-}
-
-/// One thread per engine advances the epoch every [`EPOCH_TICK`] until the engine is dropped.
-fn spawn_ticker(engine: wasmtime::EngineWeak, stop: Arc<AtomicBool>) -> Result<(), Error> {
-    std::thread::Builder::new()
-        .name("wrun-epoch".into())
-        .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(EPOCH_TICK);
-                match engine.upgrade() {
-                    Some(engine) => engine.increment_epoch(),
-                    None => break,
-                }
-            }
-        })
-        .map(drop)
-        .map_err(|e| Error::Engine(format!("starting the epoch thread: {e}")))
-}
-
-/// Header of a WebAssembly core module: magic and version 1.
-const CORE_MODULE_HEADER: [u8; 8] = *b"\0asm\x01\0\0\0";
-/// Header of a WebAssembly component: magic, version 0x0d, layer 1.
-const COMPONENT_HEADER: [u8; 8] = *b"\0asm\x0d\0\x01\0";
-
-async fn prepare(set: &Arc<EngineSet>, module: &WasmModule, config: &WasmConfig) -> Result<Prepared, Error> {
-    if let Some(pre) = set.memory.get(module.sha256()) {
-        return Ok(Prepared::Ready(pre, CacheUse::Memory));
-    }
-    let bytes = module.bytes();
-    if bytes.len() as u64 > config.max_module_size.bytes() {
-        return Ok(Prepared::Refused(format!(
-            "the module is {} bytes, above the {} module size cap",
-            bytes.len(),
-            config.max_module_size
-        )));
-    }
-    match bytes.get(..8) {
-        Some(h) if h == CORE_MODULE_HEADER => {}
-        Some(h) if h == COMPONENT_HEADER => {
-            return Ok(Prepared::Refused(
-                "the module is a WebAssembly component (WASI preview 2); wrun runs WASI preview 1 \
-                 command modules: build the helper for wasm32-wasip1"
-                    .into(),
-            ));
-        }
-        _ => {
-            return Err(Error::InvalidModule {
-                message: "the file does not start with the WebAssembly module header (\\0asm, version 1)"
-                    .into(),
-            });
-        }
-    }
-
-    let (compiled, cache_use) = match set
-        .disk
-        .as_ref()
-        .and_then(|d| d.load(&set.engine, module.sha256()))
-    {
-        Some(compiled) => (compiled, CacheUse::Disk),
-        None => {
-            // Compiling takes milliseconds to seconds of CPU: keep it off the executor.
-            let worker_set = set.clone();
-            let worker_module = module.clone();
-            let compiled = tokio::task::spawn_blocking(move || compile(&worker_set, &worker_module))
-                .await
-                .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??;
-            (compiled, CacheUse::Compiled)
-        }
-    };
-
-    if let Some(reason) = check_interface(set, &compiled) {
-        return Ok(Prepared::Refused(reason));
-    }
-    let pre = match set.linker.instantiate_pre(&compiled) {
-        Ok(pre) => pre,
-        Err(e) => {
-            return Ok(Prepared::Refused(format!(
-                "the module cannot be linked against WASI: {e:#}"
-            )));
-        }
-    };
-    set.memory.insert(*module.sha256(), pre.clone());
-    Ok(Prepared::Ready(pre, cache_use))
-}
-
-fn compile(set: &EngineSet, module: &WasmModule) -> Result<Module, Error> {
-    let compiled = Module::new(&set.engine, module.bytes()).map_err(|e| Error::InvalidModule {
-        message: format!("{e:#}"),
-    })?;
-    if let Some(disk) = &set.disk
-        && let Ok(serialized) = compiled.serialize()
-    {
-        disk.store(module.sha256(), &serialized);
-    }
-    Ok(compiled)
-}
-
-/// Refuses a module that imports anything but the WASI preview 1 functions wrun provides, or
-/// that is not a command (no `_start`). One line per offending import.
-fn check_interface(set: &EngineSet, module: &Module) -> Option<String> {
-    let missing: Vec<String> = module
-        .imports()
-        .filter(|i| {
-            !set.provided
-                .contains(&(i.module().to_owned(), i.name().to_owned()))
-        })
-        .map(|i| {
-            let what = if i.module() == WASI_P1 {
-                "a WASI preview 1 function wrun does not provide".to_owned()
-            } else {
-                format!(
-                    "module `{}` is not WASI preview 1; helpers may import only `{WASI_P1}`",
-                    i.module()
-                )
-            };
-            format!("imports `{}::{}`: {what}", i.module(), i.name())
-        })
-        .collect();
-    if !missing.is_empty() {
-        return Some(missing.join("\n"));
-    }
-    let has_start = module
-        .exports()
-        .any(|e| e.name() == "_start" && matches!(e.ty(), wasmtime::ExternType::Func(_)));
-    if !has_start {
-        return Some("the module exports no `_start` function: it is not a WASI command (build a binary, not a library)".into());
-    }
-    None
-}
