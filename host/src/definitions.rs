@@ -143,14 +143,77 @@ pub fn schema() -> String {
 /// The most model arguments any definition may accept.
 pub const MAX_MODEL_ARGS: usize = 64;
 
-impl DefinitionsFile {
+/// A helper as every layer after parsing sees it: validated, its program typed by kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Helper {
+    /// Its name.
+    pub name: String,
+    /// One line for people.
+    pub description: Option<String>,
+    /// What it runs.
+    pub program: HelperProgram,
+    /// Argument templates appended after the program's own arguments.
+    pub args: Vec<String>,
+    /// What a model may add; `None`: nothing.
+    pub model_args: Option<ModelArgs>,
+    /// Worktree access.
+    pub worktree: WorktreeAccess,
+    /// Limits it asks for, each at most the policy's ceiling.
+    pub limits: LimitsSpec,
+}
+
+/// What a helper runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelperProgram {
+    /// A WASI preview 1 module at a path of the upstream commit, with its pinned SHA-256.
+    Wasm {
+        /// The module's path in the commit.
+        module: String,
+        /// The pin, if any.
+        sha256: Option<[u8; 32]>,
+    },
+    /// A native command: the program (a name on the policy's PATH or an `.ai/` path) and its
+    /// fixed argument templates.
+    Native {
+        /// The program.
+        program: String,
+        /// Its argument templates.
+        args: Vec<String>,
+    },
+    /// A bash program, checked against the shell allowlist before it runs.
+    Shell {
+        /// The program text.
+        run: String,
+    },
+}
+
+impl Helper {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match self.program {
+            HelperProgram::Wasm { .. } => Kind::Wasm,
+            HelperProgram::Native { .. } => Kind::Native,
+            HelperProgram::Shell { .. } => Kind::Shell,
+        }
+    }
+}
+
+/// A definitions file, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Definitions {
+    /// The helpers, in file order.
+    pub helpers: Vec<Helper>,
+}
+
+impl Definitions {
     /// Parses and validates definitions text; `source_name` names it in errors.
     pub fn parse(source_name: &str, text: &str) -> Result<Self, DefinitionsError> {
         let err = |message: String| DefinitionsError {
             source_name: source_name.to_owned(),
             message,
         };
-        let file: Self = toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
+        let file: DefinitionsFile =
+            toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
         if file.version != 1 {
             return Err(err(format!(
                 "version {} is not supported; this wrun reads version 1",
@@ -158,18 +221,22 @@ impl DefinitionsFile {
             )));
         }
         let mut names = BTreeSet::new();
-        for def in &file.helpers {
-            def.validate()
-                .map_err(|m| err(format!("helper {:?}: {m}", def.name)))?;
-            if !names.insert(def.name.as_str()) {
-                return Err(err(format!("helper {:?} is defined twice", def.name)));
+        let mut helpers = Vec::with_capacity(file.helpers.len());
+        for def in file.helpers {
+            let name = def.name.clone();
+            let helper = def
+                .into_helper()
+                .map_err(|m| err(format!("helper {name:?}: {m}")))?;
+            if !names.insert(name.clone()) {
+                return Err(err(format!("helper {name:?} is defined twice")));
             }
+            helpers.push(helper);
         }
-        Ok(file)
+        Ok(Self { helpers })
     }
 
     /// The helper called `name`.
-    pub fn get(&self, name: &str) -> Option<&Definition> {
+    pub fn get(&self, name: &str) -> Option<&Helper> {
         self.helpers.iter().find(|d| d.name == name)
     }
 
@@ -180,7 +247,8 @@ impl DefinitionsFile {
 }
 
 impl Definition {
-    fn validate(&self) -> Result<(), String> {
+    /// Validates the definition as written and types it.
+    fn into_helper(self) -> Result<Helper, String> {
         let name_ok = !self.name.is_empty()
             && self.name.len() <= 64
             && self
@@ -201,7 +269,7 @@ impl Definition {
                     ));
                 }
                 if let Some(hash) = &self.sha256
-                    && (hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()))
+                    && parse_sha256(hash).is_none()
                 {
                     return Err(format!("sha256 {hash:?} is not 64 hex digits"));
                 }
@@ -255,8 +323,44 @@ impl Definition {
                 return Err(format!("model_args.flags: {f:?} is not a flag"));
             }
         }
-        Ok(())
+        let program = match self.kind {
+            Kind::Wasm => HelperProgram::Wasm {
+                module: self.module.unwrap_or_default(),
+                sha256: self.sha256.as_deref().and_then(parse_sha256),
+            },
+            Kind::Native => {
+                let mut command = self.command.unwrap_or_default().into_iter();
+                HelperProgram::Native {
+                    program: command.next().unwrap_or_default(),
+                    args: command.collect(),
+                }
+            }
+            Kind::Shell => HelperProgram::Shell {
+                run: self.run.unwrap_or_default(),
+            },
+        };
+        Ok(Helper {
+            name: self.name,
+            description: self.description,
+            program,
+            args: self.args,
+            model_args: self.model_args,
+            worktree: self.worktree,
+            limits: self.limits,
+        })
     }
+}
+
+/// 64 hex digits as 32 bytes.
+fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(i * 2..i * 2 + 2)?, 16).ok()?;
+    }
+    Some(out)
 }
 
 fn is_repo_path(path: &str) -> bool {
@@ -270,8 +374,8 @@ fn is_repo_path(path: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<DefinitionsFile, DefinitionsError> {
-        DefinitionsFile::parse("origin/main:.ai/helpers.toml", text)
+    fn parse(text: &str) -> Result<Definitions, DefinitionsError> {
+        Definitions::parse("origin/main:.ai/helpers.toml", text)
     }
 
     #[test]

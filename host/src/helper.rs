@@ -22,7 +22,7 @@ use wrun_runtime::{Access, Job, Limits, Mount, SandboxMode, WasmModule};
 
 use crate::args::ArgRules;
 use crate::audit::DefinitionSource;
-use crate::definitions::{DEFINITIONS_PATH, DefinitionsFile, Kind, WorktreeAccess};
+use crate::definitions::{DEFINITIONS_PATH, Definitions, HelperProgram, Kind, WorktreeAccess};
 use crate::expand::Var;
 use crate::git::Upstream;
 use crate::policy::Policy;
@@ -213,7 +213,7 @@ pub fn plan(
         source_name: source_name.clone(),
         message: "not UTF-8".into(),
     })?;
-    let file = DefinitionsFile::parse(&source_name, &text)?;
+    let file = Definitions::parse(&source_name, &text)?;
     let def = file.get(&request.helper).ok_or_else(|| PlanError::Unknown {
         name: request.helper.clone(),
         source_name: source_name.clone(),
@@ -260,18 +260,21 @@ pub fn plan(
         }
     };
     let mut runs_node = false;
-    let (program, job) = match def.kind {
-        Kind::Wasm => {
-            let module_path = def.module.clone().unwrap_or_default();
+    let (program, job) = match &def.program {
+        HelperProgram::Wasm {
+            module: module_path,
+            sha256: pin,
+        } => {
+            let module_path = module_path.clone();
             let bytes = repo.read(commit, &module_path, MAX_MODULE_BYTES)?;
             let module = WasmModule::from_bytes(helper.clone(), bytes);
             let actual = module.sha256_hex();
-            if let Some(pinned) = &def.sha256 {
-                if !pinned.eq_ignore_ascii_case(&actual) {
+            if let Some(pinned) = pin {
+                if pinned != module.sha256() {
                     return Err(PlanError::HashMismatch {
                         helper,
                         module: module_path,
-                        pinned: pinned.clone(),
+                        pinned: pinned.iter().map(|b| format!("{b:02x}")).collect(),
                         actual,
                     });
                 }
@@ -282,14 +285,10 @@ pub fn plan(
             let job = Job::wasm(module).args(template_args).args(model_args);
             (format!("sha256:{actual}"), job)
         }
-        Kind::Native => {
-            let command = def.command.clone().unwrap_or_default();
-            let (first, rest) = command
-                .split_first()
-                .ok_or_else(|| crate::resolve::ResolveError {
-                    command: String::new(),
-                    reason: "empty command".into(),
-                })?;
+        HelperProgram::Native {
+            program: first,
+            args: rest,
+        } => {
             runs_node = is_node(first);
             let resolved = resolve(first, &policy.native.path, worktree)?;
             link(&resolved);
@@ -301,8 +300,8 @@ pub fn plan(
                 .args(model_args);
             (program.display().to_string(), job)
         }
-        Kind::Shell => {
-            let run = def.run.clone().unwrap_or_default();
+        HelperProgram::Shell { run } => {
+            let run = run.clone();
             let checked = shell::check(&run, &policy.shell_rules)?;
             for statement in &checked.statements {
                 if !statement.builtin {
@@ -356,7 +355,7 @@ pub fn plan(
         ));
     }
     let mut job = job.worktree_mount(mount).limits(limits);
-    if def.kind != Kind::Wasm {
+    if def.kind() != Kind::Wasm {
         for l in &links {
             job = job.dir(Mount::new(l.clone(), l.display().to_string(), Access::ReadOnly));
         }
@@ -371,10 +370,10 @@ pub fn plan(
     let env = policy.env_for(env_lookup);
     let has_path = env.iter().any(|v| v.name == "PATH");
     job = job.envs(env);
-    if def.kind != Kind::Wasm {
+    if def.kind() != Kind::Wasm {
         job = job.sandbox(policy.sandbox);
     }
-    if def.kind == Kind::Shell && !has_path {
+    if def.kind() == Kind::Shell && !has_path {
         let path = policy
             .native
             .path
@@ -429,7 +428,7 @@ pub fn plan(
     }
     Ok(Plan {
         helper,
-        kind: def.kind,
+        kind: def.kind(),
         source: DefinitionSource {
             git_ref: base.to_owned(),
             commit: commit.to_owned(),
