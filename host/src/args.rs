@@ -54,6 +54,16 @@ fn bad_value(value: &str) -> Option<&'static str> {
     }
 }
 
+/// Whether a file name is one an interpreter's magic open reads as a command or a mode: perl's
+/// `<>` and two-argument `open` run `cmd|` and `|cmd`, and read `<f`, `>f`, `+<f` as modes,
+/// after trimming spaces.
+pub fn is_magic_name(name: &str) -> bool {
+    name.contains('|')
+        || name.starts_with(['<', '>', '+'])
+        || name.starts_with(char::is_whitespace)
+        || name.ends_with(char::is_whitespace)
+}
+
 /// Why a model-given argument was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("argument {index} ({arg:?}) refused: {reason}")]
@@ -147,6 +157,13 @@ pub fn check(args: &[String], rules: &ArgRules, worktree: &Path) -> Result<Vec<S
                 "a path must be relative to the worktree, without `..`",
             ));
         }
+        if is_magic_name(arg) {
+            return Err(refuse(
+                i,
+                arg,
+                "a file name with `|`, or starting with `<`, `>` or `+`, or with spaces at either end, is a command or a mode to perl's `<>` and two-argument `open`; rename the file",
+            ));
+        }
         // Resolving through the handle fails for anything that leads out, symlinks included.
         root.canonicalize(path)
             .map_err(|e| refuse(i, arg, &format!("does not resolve inside the worktree: {e}")))?;
@@ -219,6 +236,14 @@ mod tests {
         assert!(check(&[long], &rules, &wt).is_err());
         let many: Vec<String> = (0..65).map(|_| "src".to_owned()).collect();
         assert!(check(&many, &rules, &wt).is_err());
+        // Names perl's magic open reads as commands or modes, even when the file exists.
+        for magic in ["sh p.sh|", "|sh", "<a", ">a", "+<a", " a", "a "] {
+            std::fs::write(wt.join(magic), "").expect("write");
+            assert!(
+                check(&strings(&[magic]), &rules, &wt).is_err(),
+                "{magic:?} passed"
+            );
+        }
     }
 
     #[test]

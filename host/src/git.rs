@@ -69,6 +69,9 @@ pub enum GitError {
     /// No upstream could be determined.
     #[error("{0}")]
     NoUpstream(String),
+    /// git inside the sandbox cannot be kept from the repository's configuration.
+    #[error("{0}")]
+    Unisolable(String),
     /// A file of upstream's `.ai/` is larger than wrun reads.
     #[error("upstream's {path} is {size} bytes, more than the {max} wrun reads")]
     TooLarge {
@@ -331,7 +334,7 @@ fn read_config(repo: &Path) -> Result<Vec<u8>, GitError> {
             .map(str::trim)
             .ok_or_else(|| GitError::NotAWorktree(repo.to_owned()))?;
         let gitdir = repo.join(target);
-        match std::fs::read(gitdir.join("commondir")) {
+        match read_bounded(&gitdir.join("commondir")) {
             Ok(common) => gitdir.join(String::from_utf8_lossy(&common).trim()),
             Err(_) => gitdir,
         }
@@ -347,7 +350,17 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, GitError> {
         path: path.to_owned(),
         reason,
     };
-    let file = std::fs::File::open(path).map_err(|e| storage(format!("cannot read it: {e}")))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never a link (it could name any file of the host) and never a FIFO or device (a read
+    // would wait forever): a regular file, or nothing.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| storage(format!("cannot read it: {e}")))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(storage("not a regular file".to_owned()));
+    }
     let mut bytes = Vec::new();
     file.take(MAX_CONFIG_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -620,43 +633,68 @@ impl Upstream {
         Ok(dir)
     }
 
+    /// A file of wrun's holding `{}` (made if missing), to hide a JSON file of the worktree
+    /// behind in the sandbox.
+    pub fn empty_json(&self) -> Result<PathBuf, GitError> {
+        let path = self.dir.parent().unwrap_or(&self.dir).join("empty.json");
+        if !path.is_file() {
+            write_atomically(&path, b"{}\n")?;
+        }
+        Ok(path)
+    }
+
     /// How git inside a shell helper's sandbox is kept from the repository's configuration:
     /// a configuration file to bind read-only over the worktree's `.git/config` (only what git
     /// needs to read the repository: its format version and the extensions that change how
     /// objects and refs are stored; nothing that names a program, a driver, a hook directory, an
     /// include or another work tree), and the nested repositories' git directories (submodules,
     /// embedded repositories, `.git/modules`) to hide behind empty ones, since git recursing
-    /// into one would read its configuration. A worktree whose `.git` is a file or a link, or
-    /// names a common directory, is refused: its configuration could not be replaced.
+    /// into one would read its configuration. Where the configuration cannot be replaced (a
+    /// `.git` file, a common directory elsewhere, a `.git/config` that is not a regular file),
+    /// the whole `.git` is hidden instead; a `.git` that is a symbolic link is refused.
     ///
     /// # Security
     /// Reads the worktree's `.git/config` as data, hands it to `git config --file -` outside any
     /// repository, and writes the result into wrun's storage (content-addressed, `0600`).
     pub fn isolate_git(&self, worktree: &Path) -> Result<GitIsolation, GitError> {
-        let refuse = |reason: &str| {
-            GitError::NoUpstream(format!(
-                "a shell helper that runs git needs the worktree's repository configuration replaced, and {reason}; run git in an upstream .ai/ script or a native helper instead"
-            ))
-        };
         let root = Dir::open_ambient_dir(worktree, ambient_authority()).map_err(GitError::Overlay)?;
         let store = self.dir.parent().unwrap_or(&self.dir).to_owned();
         let mut isolation = GitIsolation {
             config: None,
             hide: Vec::new(),
+            unisolable: None,
             empty_dir: store.join("empty"),
             empty_file: store.join("empty-file"),
         };
+        let hide_all =
+            |mut isolation: GitIsolation, reason: &str, dir: bool| -> Result<GitIsolation, GitError> {
+                isolation.unisolable = Some(reason.to_owned());
+                isolation.hide = vec![(PathBuf::from(".git"), dir)];
+                ensure_empties(&isolation)?;
+                Ok(isolation)
+            };
         match root.symlink_metadata(".git") {
             Err(_) => return Ok(isolation),
-            Ok(m) if !m.is_dir() => return Err(refuse("its .git is not a directory (a git file or a link)")),
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(GitError::Unisolable(
+                    "the worktree's .git is a symbolic link, which git in the sandbox would follow out of it; check the pull request out as a plain clone".to_owned(),
+                ));
+            }
+            Ok(m) if !m.is_dir() => {
+                return hide_all(
+                    isolation,
+                    "its .git is a git file naming another directory",
+                    false,
+                );
+            }
             Ok(_) => {}
         }
         if root.symlink_metadata(".git/commondir").is_ok() {
-            return Err(refuse("its .git names a common directory elsewhere"));
+            return hide_all(isolation, "its .git names a common directory elsewhere", true);
         }
         match root.symlink_metadata(".git/config") {
             Ok(m) if m.is_file() => {}
-            _ => return Err(refuse("its .git/config is not a regular file")),
+            _ => return hide_all(isolation, "its .git/config is not a regular file", true),
         }
         let config = read_bounded(&worktree.join(".git/config"))?;
         let mut out = String::from(
@@ -730,19 +768,26 @@ impl Upstream {
             .retain(|(p, _)| !dirs.iter().any(|d| p != d && p.starts_with(d)));
         isolation.hide.sort();
         isolation.hide.dedup();
-        if !isolation.hide.is_empty() {
-            if !isolation.empty_dir.is_dir() {
-                std::fs::create_dir_all(&isolation.empty_dir).map_err(|e| GitError::Storage {
-                    path: isolation.empty_dir.clone(),
-                    reason: format!("cannot create it: {e}"),
-                })?;
-            }
-            if !isolation.empty_file.is_file() {
-                write_atomically(&isolation.empty_file, b"")?;
-            }
-        }
+        ensure_empties(&isolation)?;
         Ok(isolation)
     }
+}
+
+/// Makes the empty directory and file a hiding bind needs.
+fn ensure_empties(isolation: &GitIsolation) -> Result<(), GitError> {
+    if isolation.hide.is_empty() {
+        return Ok(());
+    }
+    if !isolation.empty_dir.is_dir() {
+        std::fs::create_dir_all(&isolation.empty_dir).map_err(|e| GitError::Storage {
+            path: isolation.empty_dir.clone(),
+            reason: format!("cannot create it: {e}"),
+        })?;
+    }
+    if !isolation.empty_file.is_file() {
+        write_atomically(&isolation.empty_file, b"")?;
+    }
+    Ok(())
 }
 
 /// How git inside a shell helper's sandbox is isolated (see [`Upstream::isolate_git`]).
@@ -753,6 +798,9 @@ pub struct GitIsolation {
     /// Git directories of nested repositories (relative to the worktree) to hide, and whether
     /// each is a directory (else a git file).
     pub hide: Vec<(PathBuf, bool)>,
+    /// Why the repository's configuration could not be replaced (a `.git` file, a common
+    /// directory elsewhere): its whole `.git` is then hidden, and git finds no repository.
+    pub unisolable: Option<String>,
     /// An empty directory of wrun's, to hide a directory behind.
     pub empty_dir: PathBuf,
     /// An empty file of wrun's, to hide a git file behind.
@@ -817,6 +865,9 @@ pub struct Overlay {
     pub files: usize,
     /// Whether the worktree had a `.ai` of its own that was removed.
     pub replaced: bool,
+    /// Upstream's symbolic links that point out of `.ai/` (into what the pull request
+    /// controls), not written: `link -> target`.
+    pub links_out: Vec<String>,
 }
 
 /// The `.ai/` overlay of seed 001: fetch the base branch into wrun's repository (unless
@@ -844,6 +895,7 @@ pub fn overlay(
     let entries = upstream.ai_tree(&commit)?;
     root.create_dir(AI_DIR).map_err(GitError::Overlay)?;
     let mut files = 0;
+    let mut links_out = Vec::new();
     for (mode, id, path) in entries {
         let rel = Path::new(&path);
         if rel
@@ -861,6 +913,12 @@ pub fn overlay(
         let bytes = upstream.blob(&id, &path)?;
         if mode == "120000" {
             let target = String::from_utf8_lossy(&bytes).into_owned();
+            // A link out of `.ai/` reaches files the pull request writes: upstream code would
+            // run the pull request's.
+            if !stays_in_ai(rel, &target) {
+                links_out.push(format!("{path} -> {target}"));
+                continue;
+            }
             root.symlink(target, rel).map_err(GitError::Overlay)?;
         } else {
             let mut options = OpenOptions::new();
@@ -879,7 +937,33 @@ pub fn overlay(
         commit,
         files,
         replaced,
+        links_out,
     })
+}
+
+/// Whether symbolic link `link` (a path under `.ai/`) with `target` points inside `.ai/`.
+fn stays_in_ai(link: &Path, target: &str) -> bool {
+    let target = Path::new(target);
+    if target.is_absolute() {
+        return false;
+    }
+    let mut at: Vec<std::ffi::OsString> = link
+        .parent()
+        .map(|p| p.iter().map(|c| c.to_owned()).collect())
+        .unwrap_or_default();
+    for c in target.components() {
+        match c {
+            std::path::Component::Normal(n) => at.push(n.to_owned()),
+            std::path::Component::ParentDir => {
+                if at.pop().is_none() {
+                    return false;
+                }
+            }
+            std::path::Component::CurDir => {}
+            _ => return false,
+        }
+    }
+    at.first().is_some_and(|first| first == AI_DIR) && at.len() > 1
 }
 
 /// Removes the worktree's `.ai`, whatever it is. Returns whether there was one.
@@ -990,6 +1074,7 @@ impl GitError {
             GitError::BadRef(_) => "upstream.base-ref",
             GitError::BadUrl { .. } => "upstream.url",
             GitError::NoUpstream(_) => "upstream.unknown",
+            GitError::Unisolable(_) => "git.unisolable",
             GitError::TooLarge { .. } => "upstream.too-large",
             GitError::NotAWorktree(_) => "repo.not-a-worktree",
             GitError::Storage { .. } => "upstream.storage",

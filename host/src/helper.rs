@@ -307,6 +307,16 @@ pub fn plan(
                 if !statement.builtin {
                     link(&resolve(&statement.command, &policy.native.path, worktree)?);
                 }
+                if statement.dynamic_args && runs_with_perl(worktree, &statement.command) {
+                    return Err(PlanError::Shell(shell::ShellError::new(
+                        shell::Rule::Operand,
+                        format!(
+                            "{} is a perl script, and an argument it gets is not a plain literal file name: perl's `<>` and two-argument `open` run a name ending in `|` as a command, and the pull request chooses file names",
+                            statement.command
+                        ),
+                        Some(&statement.command),
+                    )));
+                }
                 for script in &statement.scripts {
                     resolve(script, &policy.native.path, worktree)?;
                 }
@@ -383,24 +393,49 @@ pub fn plan(
             .join(":");
         job = job.policy_env("PATH", path);
     }
-    if runs_node && std::fs::symlink_metadata(worktree.join("node_modules")).is_ok() {
-        // node resolves a bare `require("x")` of `.ai/script.js` through every parent's
-        // node_modules: the worktree's is the pull request's.
-        job = job.dir(Mount::new(
-            repo.empty_dir()?,
-            format!("{}/node_modules", wrun_runtime::job::DEFAULT_WORKTREE_GUEST),
-            Access::ReadOnly,
-        ));
-        decisions.push("the pull request's node_modules is hidden from node".to_owned());
+    if def.kind() != Kind::Wasm {
+        let guest = wrun_runtime::job::DEFAULT_WORKTREE_GUEST;
+        // The pull request's dependencies are its code: node resolves an upstream script's
+        // `require("x")` through the worktree's node_modules, whoever starts node (a shell
+        // program, a native helper, an upstream script, a shebang).
+        if std::fs::symlink_metadata(worktree.join("node_modules")).is_ok() {
+            job = job.dir(Mount::new(
+                repo.empty_dir()?,
+                format!("{guest}/node_modules"),
+                Access::ReadOnly,
+            ));
+            decisions.push("the pull request's node_modules is hidden".to_owned());
+        }
+        // Its package.json names packages node resolves before node_modules ("exports" of a
+        // package's own name, "imports"): hidden behind `{}` wherever upstream may run node.
+        if (runs_node || ai_uses_node(worktree))
+            && std::fs::symlink_metadata(worktree.join("package.json")).is_ok()
+        {
+            job = job.dir(Mount::new(
+                repo.empty_json()?,
+                format!("{guest}/package.json"),
+                Access::ReadOnly,
+            ));
+            decisions.push("the pull request's package.json is hidden from node".to_owned());
+        }
     }
-    if uses_git {
-        // git inside a shell helper reads no configuration but wrun's (the repository's own
-        // file may be the pull request's doing): none from the system or the user, the
-        // repository's replaced by wrun's in the sandbox, and every program-naming setting off.
+    if def.kind() != Kind::Wasm {
+        // git in the sandbox, whoever runs it (a shell program, a native helper, an upstream
+        // script), reads no configuration but wrun's (the repository's own file may be the
+        // pull request's doing): none from the system or the user, the repository's replaced
+        // by wrun's, every program-naming setting off, nested repositories hidden.
         for (name, value) in shell::GIT_ENVIRONMENT {
             job = job.policy_env(*name, *value);
         }
         let isolation = repo.isolate_git(worktree)?;
+        if let Some(reason) = &isolation.unisolable {
+            if uses_git {
+                return Err(PlanError::Git(crate::git::GitError::Unisolable(format!(
+                    "a shell helper that runs git needs the worktree's repository configuration replaced, and {reason}; check the pull request out as a plain clone"
+                ))));
+            }
+            decisions.push(format!("the worktree's .git is hidden ({reason})"));
+        }
         let guest = wrun_runtime::job::DEFAULT_WORKTREE_GUEST;
         if let Some(config) = isolation.config {
             job = job.dir(Mount::new(
@@ -468,4 +503,71 @@ impl PlanError {
 /// Whether a command is node (which resolves modules through the script's parent directories).
 fn is_node(command: &str) -> bool {
     matches!(command.rsplit('/').next(), Some("node" | "nodejs"))
+}
+
+/// Whether an upstream script of the worktree (written there from upstream) starts with a
+/// `#!` line naming perl.
+fn runs_with_perl(worktree: &Path, script: &str) -> bool {
+    use std::io::Read as _;
+    let Ok(root) = cap_std::fs::Dir::open_ambient_dir(worktree, cap_std::ambient_authority()) else {
+        return false;
+    };
+    let mut head = [0u8; 256];
+    let n = root
+        .open(script.strip_prefix("./").unwrap_or(script))
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let first = head.get(..n).unwrap_or_default();
+    let line = first.split(|b| *b == b'\n').next().unwrap_or_default();
+    line.starts_with(b"#!") && line.windows(4).any(|w| w == b"perl")
+}
+
+/// Whether upstream's `.ai/` (written into the worktree) holds JavaScript or a script whose
+/// `#!` line names node: then a helper may run node whatever its command says.
+fn ai_uses_node(worktree: &Path) -> bool {
+    use std::io::Read as _;
+    let Ok(root) = cap_std::fs::Dir::open_ambient_dir(worktree, cap_std::ambient_authority()) else {
+        return false;
+    };
+    let mut stack = vec![PathBuf::from(crate::git::AI_DIR)];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = root.read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > 10_000 {
+                // More than a helpers directory holds: assume it may.
+                return true;
+            }
+            let path = dir.join(entry.file_name());
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if !kind.is_file() {
+                continue;
+            }
+            if path
+                .extension()
+                .is_some_and(|e| e == "js" || e == "mjs" || e == "cjs")
+            {
+                return true;
+            }
+            let mut head = [0u8; 128];
+            let n = root.open(&path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+            let line = head
+                .get(..n)
+                .unwrap_or_default()
+                .split(|b| *b == b'\n')
+                .next()
+                .unwrap_or_default();
+            if line.starts_with(b"#!") && line.windows(4).any(|w| w == b"node") {
+                return true;
+            }
+        }
+    }
+    false
 }

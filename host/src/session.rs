@@ -249,6 +249,12 @@ impl Session {
             env_lookup,
         )
         .map(|mut plan| {
+            for link in &overlay.links_out {
+                plan.decisions.insert(
+                    0,
+                    format!("upstream's link {link} leaves .ai/ (the pull request's files): not written"),
+                );
+            }
             let what = if overlay.replaced {
                 "replaced the worktree's .ai/ with"
             } else {

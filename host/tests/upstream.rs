@@ -155,6 +155,31 @@ kind = "shell"
 run = "git log -1 --format='%G?%n%GG'"
 
 [[helper]]
+name = "gitlog"
+kind = "native"
+command = ["git", "log", "-p", "-1"]
+
+[[helper]]
+name = "aigit"
+kind = "native"
+command = [".ai/gitdiff.sh"]
+
+[[helper]]
+name = "nodebin"
+kind = "native"
+command = [".ai/deps-bin.js"]
+
+[[helper]]
+name = "common"
+kind = "native"
+command = [".ai/uses-common.sh"]
+
+[[helper]]
+name = "perlglob"
+kind = "shell"
+run = ".ai/count.pl *"
+
+[[helper]]
 name = "sorted"
 kind = "shell"
 run = "sort -t * > /dev/null"
@@ -194,6 +219,24 @@ limits = {{ stdout_cap = "64KiB" }}
         write(
             &up.join(".ai/deps.js"),
             "let y; try { y = require('yaml'); } catch (e) { y = null; }\nconsole.log(y ? 'loaded ' + y.name : 'no yaml module');\n",
+        );
+        executable(
+            &up.join(".ai/deps-bin.js"),
+            "#!/usr/bin/env node\nlet y; try { y = require('yaml'); } catch (e) { y = null; }\nconsole.log(y ? 'loaded ' + y.name : 'no yaml module');\n",
+        );
+        write(&up.join("scripts/common.sh"), "echo upstream common\n");
+        std::os::unix::fs::symlink("../scripts/common.sh", up.join(".ai/common.sh")).unwrap();
+        executable(
+            &up.join(".ai/uses-common.sh"),
+            "#!/bin/sh\nc=\"$(dirname \"$0\")/common.sh\"\nif [ -r \"$c\" ]; then . \"$c\"; else echo 'no common.sh'; fi\n",
+        );
+        executable(
+            &up.join(".ai/count.pl"),
+            "#!/usr/bin/perl\nmy $n = 0; while (<>) { $n++ } print \"$n\\n\";\n",
+        );
+        executable(
+            &up.join(".ai/gitdiff.sh"),
+            "#!/bin/sh\ngit diff --stat HEAD~1 HEAD && git log -1 -p >/dev/null && echo done\n",
         );
         executable(&up.join(".ai/lint.sh"), "#!/bin/sh\necho \"upstream lint $*\"\n");
         executable(&up.join("scripts/build.sh"), "#!/bin/sh\necho built\n");
@@ -615,7 +658,15 @@ fn explain_shows_the_job_with_env_names_only_and_runs_nothing() {
     let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
     assert_eq!(v["program"], "/work/.ai/lint.sh");
     assert_eq!(v["args"], serde_json::json!(["origin/main", "--", "README.md"]));
-    assert_eq!(v["env"], serde_json::json!(["LANG", "WRUN_VISIBLE", "FIXED"]));
+    let env: Vec<&str> = v["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(env[..3], ["LANG", "WRUN_VISIBLE", "FIXED"]);
+    // The rest is wrun's git isolation, for git wherever it runs in the sandbox.
+    assert!(env[3..].iter().all(|n| n.starts_with("GIT_")), "{env:?}");
     assert!(v["binds"][0].as_str().unwrap().ends_with("pr -> /work (ro)"));
     let text = out(&o);
     assert!(!text.contains("visible-value-42") && !text.contains("fixed-value-91") && !text.contains(CANARY));
@@ -1154,7 +1205,11 @@ fn git_in_a_shell_helper_reads_no_submodule_configuration_and_refuses_what_it_ca
     );
     let o = r.helper("survey", &[]);
     assert_eq!(code(&o), 125, "{}", out(&o));
-    assert!(err(&o).contains("not a directory"), "{}", err(&o));
+    assert!(
+        err(&o).contains("git file") && err(&o).contains("[git.unisolable]"),
+        "{}",
+        err(&o)
+    );
 }
 
 /// Issue 12: `wrun helper` has the helper contract of `wrun run` (changed files on stdin,
@@ -1375,17 +1430,29 @@ fn an_upstream_node_script_loads_no_module_of_the_pull_request() {
         &pr.join("node_modules/yaml/index.js"),
         "process.stderr.write('PWNED-from-node_modules\\n'); module.exports = { name: 'evil' };\n",
     );
-    let o = r.helper("nodejs", &[]);
-    assert_eq!(code(&o), 0, "{}{}", out(&o), err(&o));
-    assert_eq!(out(&o), "no yaml module\n", "{}", err(&o));
-    assert!(!err(&o).contains("PWNED"), "{}", err(&o));
+    // A package.json naming the module itself: node resolves its "exports" first.
+    write(
+        &pr.join("package.json"),
+        "{\"name\": \"yaml\", \"exports\": \"./evil.js\"}\n",
+    );
+    write(
+        &pr.join("evil.js"),
+        "process.stderr.write('PWNED-self-reference\\n'); module.exports = { name: 'evil' };\n",
+    );
+    // Run as `node .ai/deps.js`, and as an executable with a node shebang.
+    for helper in ["nodejs", "nodebin"] {
+        let o = r.helper(helper, &[]);
+        assert_eq!(code(&o), 0, "{helper}: {}{}", out(&o), err(&o));
+        assert_eq!(out(&o), "no yaml module\n", "{helper}: {}", err(&o));
+        assert!(!err(&o).contains("PWNED"), "{helper}: {}", err(&o));
+    }
     let twin = Command::new("node")
         .arg(".ai/deps.js")
         .current_dir(&pr)
         .output()
         .unwrap();
     assert!(
-        String::from_utf8_lossy(&twin.stderr).contains("PWNED-from-node_modules"),
+        String::from_utf8_lossy(&twin.stderr).contains("PWNED-"),
         "{twin:?}"
     );
 }
@@ -1441,5 +1508,156 @@ fn git_runs_no_signature_program_on_the_pull_requests_signatures() {
         String::from_utf8_lossy(&twin.stderr).contains("gpgsm")
             || String::from_utf8_lossy(&twin.stdout).contains("gpgsm"),
         "{twin:?}"
+    );
+}
+
+/// git in the sandbox reads no configuration of the pull request's repository whoever runs
+/// it: a native helper whose command is git, an upstream script that calls git. A `.git` that
+/// is a git file cannot have its configuration replaced, so it is hidden (git finds no
+/// repository) for a helper that does not need git.
+#[test]
+fn git_run_by_a_native_helper_or_an_upstream_script_reads_no_configuration_of_the_pull_request() {
+    let r = Repos::new();
+    r.policy("policy.toml", "require", "");
+    let pr = r.path("pr");
+    executable(
+        &pr.join("p.sh"),
+        "#!/bin/sh\necho PWNED-git-config \"$*\" >&2\ncat \"$1\" 2>/dev/null\n",
+    );
+    write(&pr.join(".gitattributes"), "* diff=x\n");
+    write(&pr.join("README.md"), "changed\n");
+    for (key, value) in [
+        ("diff.x.textconv", "sh /work/p.sh"),
+        ("core.fsmonitor", "sh /work/p.sh"),
+        ("diff.external", "sh /work/p.sh"),
+        ("core.pager", "sh /work/p.sh"),
+    ] {
+        git(&pr, &["config", key, value]);
+    }
+    for helper in ["gitlog", "aigit"] {
+        let o = r.helper(helper, &[]);
+        assert_eq!(code(&o), 0, "{helper}: {}{}", out(&o), err(&o));
+        assert!(
+            !out(&o).contains("PWNED-git-config") && !err(&o).contains("PWNED-git-config"),
+            "{helper}: {}{}",
+            out(&o),
+            err(&o)
+        );
+    }
+    assert!(out(&r.helper("aigit", &[])).contains("done"));
+    // The twin: git itself, with the repository's configuration, runs the program it names.
+    let twin = Command::new("git")
+        .args(["-c", "core.fsmonitor=false", "diff", "HEAD"])
+        .current_dir(&pr)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    // (On the host the program's path is the sandbox's, /work/p.sh: git tries to run it.)
+    assert!(
+        String::from_utf8_lossy(&twin.stderr).contains("/work/p.sh"),
+        "{twin:?}"
+    );
+    // A git file: its configuration cannot be replaced; hidden for a helper without git.
+    std::fs::rename(pr.join(".git"), r.path("gitreal")).unwrap();
+    write(
+        &pr.join(".git"),
+        &format!("gitdir: {}\n", r.path("gitreal").display()),
+    );
+    let o = r.helper("env", &[]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let o = r.wrun(&[
+        "explain",
+        "env",
+        "--repo",
+        "pr",
+        "--base",
+        "origin/main",
+        "--policy",
+        "policy.toml",
+    ]);
+    assert!(out(&o).contains("the worktree's .git is hidden"), "{}", out(&o));
+    assert!(out(&o).contains("/work/.git (ro)"), "{}", out(&o));
+}
+
+/// The repository's `.git/config` is read as data for its remote's URL: never through a link
+/// (it could name any file of the host, whose contents an error would show) and never a FIFO
+/// (a read would wait forever).
+#[test]
+fn the_repositorys_config_is_read_only_as_a_regular_file() {
+    let r = Repos::new();
+    let pr = r.path("pr");
+    let secret = r.path("host-secret");
+    write(
+        &secret,
+        "[remote \"origin\"]\n\turl = file:///SECRET-CONTENT-FROM-HOST\n",
+    );
+    std::fs::remove_file(pr.join(".git/config")).unwrap();
+    std::os::unix::fs::symlink(&secret, pr.join(".git/config")).unwrap();
+    let o = r.helper("marker", &[]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(!err(&o).contains("SECRET-CONTENT"), "{}", err(&o));
+    assert!(
+        err(&o).contains("not a regular file") || err(&o).contains("cannot read it"),
+        "{}",
+        err(&o)
+    );
+    std::fs::remove_file(pr.join(".git/config")).unwrap();
+    nix::unistd::mkfifo(
+        &pr.join(".git/config"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let o = r.helper("marker", &[]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "waited on the FIFO"
+    );
+}
+
+/// An upstream `.ai/` link that points out of `.ai/` reaches what the pull request writes:
+/// it is not written, and the upstream script that sources it runs without it.
+#[test]
+fn an_upstream_link_out_of_ai_is_not_written() {
+    let r = Repos::new();
+    r.policy("policy.toml", "require", "");
+    write(
+        &r.path("pr/scripts/common.sh"),
+        "echo PWNED-from-the-pull-request\n",
+    );
+    let o = r.helper("common", &[]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert_eq!(out(&o), "no common.sh\n", "{}", err(&o));
+    assert!(std::fs::symlink_metadata(r.path("pr/.ai/common.sh")).is_err());
+    let o = r.wrun(&[
+        "explain",
+        "common",
+        "--repo",
+        "pr",
+        "--base",
+        "origin/main",
+        "--policy",
+        "policy.toml",
+    ]);
+    assert!(
+        out(&o).contains(".ai/common.sh -> ../scripts/common.sh leaves .ai/"),
+        "{}",
+        out(&o)
+    );
+}
+
+/// An upstream perl script run on names from a glob: perl's `<>` runs a name ending in `|` as
+/// a command, and the pull request chooses file names. Refused before anything runs.
+#[test]
+fn a_perl_script_gets_no_file_names_the_pull_request_chose() {
+    let r = Repos::new();
+    write(&r.path("pr/sh p.sh|"), "");
+    let o = r.helper("perlglob", &[]);
+    assert_eq!(code(&o), 125, "{}{}", out(&o), err(&o));
+    assert!(
+        err(&o).contains("[shell.operand]") && err(&o).contains("perl"),
+        "{}",
+        err(&o)
     );
 }

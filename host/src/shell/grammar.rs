@@ -80,7 +80,14 @@ impl Checker<'_> {
         }
         if command.contains('/') && !command.starts_with('/') {
             self.upstream(command, "run")?;
-            return self.statement(command, false);
+            self.statement(command, false)?;
+            if args
+                .iter()
+                .any(|a| a.literal().is_none_or(|l| crate::args::is_magic_name(&l)))
+            {
+                self.dynamic_args();
+            }
+            return Ok(());
         }
         if !wrapped && !command.contains('/') && self.builtin(command, args)? {
             return Ok(());
@@ -240,6 +247,9 @@ impl Checker<'_> {
                         self.upstream(&s, "be sourced")?;
                         self.statement(name, true)?;
                         self.script(&s);
+                        // A sourced script runs in this shell: it may change directory, and
+                        // later relative `.ai/` paths (and git) could then name another's.
+                        self.dir_changed = true;
                         return Ok(true);
                     }
                     None => {
@@ -1208,6 +1218,24 @@ impl Checker<'_> {
         }
         self.upstream(&text, "run")?;
         self.script(&text);
+        if kind == Interpreter::Perl {
+            // perl's `<>` and two-argument `open` run a file name ending in `|` as a command: a
+            // name from the pull request (a glob, a variable, a request argument) may be one.
+            for w in args.iter().skip(i + 1) {
+                match w.literal() {
+                    Some(l) if !crate::args::is_magic_name(&l) => {}
+                    _ => {
+                        return Err(refuse(
+                            Rule::Operand,
+                            format!(
+                                "an argument of `{name}`'s script that is not a plain literal file name: perl's `<>` and two-argument `open` run a name ending in `|` as a command, and the pull request chooses file names; pass literal names, or let the script read the changed-file list"
+                            ),
+                            &w.raw,
+                        ));
+                    }
+                }
+            }
+        }
         Ok(())
     }
 

@@ -222,6 +222,9 @@ pub struct Statement {
     pub builtin: bool,
     /// Literal `.ai/` paths this statement hands to an interpreter or `source`.
     pub scripts: Vec<String>,
+    /// Whether an argument is not a plain literal file name (a variable, a glob, a name perl's
+    /// magic open would run): the planner refuses it for an upstream script run by perl.
+    pub dynamic_args: bool,
 }
 
 /// A program that passed the check.

@@ -77,9 +77,11 @@ impl Reader {
         self.at > start
     }
 
-    /// A regular expression up to an unescaped `delim` (consumed).
+    /// A regular expression up to an unescaped `delim` (consumed), read as GNU sed reads it:
+    /// outside a bracket expression `\\` escapes the next character; inside one (`[…]`) the
+    /// delimiter and `\\` are ordinary characters, a `]` first in the set (after `[` or `[^`)
+    /// belongs to it, and `[:…:]`, `[.….]`, `[=…=]` are classes whose `]` does not end it.
     fn delimited(&mut self, delim: char) -> Result<(), SedError> {
-        let mut in_bracket = false;
         loop {
             match self.next() {
                 None => return Err(format!("an unterminated `{delim}…{delim}`")),
@@ -88,10 +90,41 @@ impl Reader {
                         return Err("a trailing backslash".into());
                     }
                 }
-                Some('[') if delim != '[' => in_bracket = true,
-                Some(']') => in_bracket = false,
-                Some(c) if c == delim && !in_bracket => return Ok(()),
-                Some('\n') if !in_bracket => return Err("a newline inside a regular expression".into()),
+                Some('[') if delim != '[' => self.bracket(delim)?,
+                Some(c) if c == delim => return Ok(()),
+                Some('\n') => return Err("a newline inside a regular expression".into()),
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// The rest of a bracket expression, after its `[`, up to its closing `]` (consumed).
+    fn bracket(&mut self, delim: char) -> Result<(), SedError> {
+        let unterminated = || format!("an unterminated `[` in a `{delim}…{delim}`");
+        if self.peek() == Some('^') {
+            self.at += 1;
+        }
+        if self.peek() == Some(']') {
+            self.at += 1;
+        }
+        loop {
+            match self.next() {
+                None | Some('\n') => return Err(unterminated()),
+                Some(']') => return Ok(()),
+                Some('[') if matches!(self.peek(), Some(':' | '.' | '=')) => {
+                    let kind = self.next().ok_or_else(unterminated)?;
+                    // Up to the matching `:]`, `.]` or `=]`.
+                    loop {
+                        match self.next() {
+                            None | Some('\n') => return Err(unterminated()),
+                            Some(c) if c == kind && self.peek() == Some(']') => {
+                                self.at += 1;
+                                break;
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
                 Some(_) => {}
             }
         }
@@ -337,8 +370,19 @@ mod tests {
             "s/unterminated",
             "{p",
             "}",
+            // Inside a bracket expression `\\` is an ordinary character: the regex ends at
+            // the `/` after `[a\\]`, and `e` runs.
+            "/[a\\]/e echo HIT]/p",
+            "\\%[a\\]%e echo HIT]%p",
+            "s/[a\\]/x/e",
+            "/[[:alpha:]/]/e id",
+            "/[]/]/e id",
         ] {
             assert!(check(script).is_err(), "{script:?} passed");
+        }
+        // The twins: the same brackets, reading only.
+        for script in ["/[a\\]/p", "s/[/]/x/g", "/[[:alpha:]/]/p", "/[]/]/d", "/[^]a]/p"] {
+            assert!(check(script).is_ok(), "{script:?} refused: {:?}", check(script));
         }
     }
 }

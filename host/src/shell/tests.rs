@@ -1025,3 +1025,28 @@ fn declared_elements_fd_variables_bash_arrays_and_indirect_spreads() {
     refused("ls > ./.hidden");
     refused("ls > ../out.txt");
 }
+
+/// Sixth round: a sourced script may change directory; perl's magic open.
+#[test]
+fn a_sourced_script_may_change_directory_and_perl_gets_plain_names() {
+    all_refused(
+        Rule::Directory,
+        &[
+            "source .ai/setup.sh \"$1\"; bash .ai/x.sh",
+            ". .ai/setup.sh sub; .ai/x.sh",
+            "source .ai/env.sh; git log -1",
+        ],
+    );
+    ok("bash .ai/x.sh; source .ai/env.sh");
+    all_refused(
+        Rule::Operand,
+        &[
+            "perl .ai/count.pl \"$@\"",
+            "perl .ai/count.pl -- *",
+            "perl .ai/count.pl 'sh p.sh|'",
+            "read -r f < list; perl .ai/count.pl \"$f\"",
+        ],
+    );
+    ok("perl .ai/count.pl README.md src/a.pl");
+    ok("python3 .ai/count.py \"$@\"");
+}

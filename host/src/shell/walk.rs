@@ -309,6 +309,7 @@ impl<'r> Checker<'r> {
             command: command.to_owned(),
             builtin,
             scripts: Vec::new(),
+            dynamic_args: false,
         });
         if self.statements.len() > MAX_STATEMENTS {
             return Err(ShellError::new(
@@ -318,6 +319,13 @@ impl<'r> Checker<'r> {
             ));
         }
         Ok(())
+    }
+
+    /// Marks the last statement as taking arguments that are not plain literal file names.
+    pub(super) fn dynamic_args(&mut self) {
+        if let Some(last) = self.statements.last_mut() {
+            last.dynamic_args = true;
+        }
     }
 
     /// Records an upstream script the last statement runs.
