@@ -12,9 +12,6 @@
 
 use std::path::{Component, Path};
 
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
-
 /// What the helper's definition allows a model to pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArgRules {
@@ -81,7 +78,11 @@ pub struct ArgError {
 ///
 /// # Security
 /// Looks paths up in the worktree only through a capability handle opened at its root.
-pub fn check(args: &[String], rules: &ArgRules, worktree: &Path) -> Result<Vec<String>, ArgError> {
+pub fn check(
+    args: &[String],
+    rules: &ArgRules,
+    worktree: &crate::worktree::Worktree,
+) -> Result<Vec<String>, ArgError> {
     let refuse = |index: usize, arg: &str, reason: &str| ArgError {
         index,
         arg: arg.chars().take(80).collect(),
@@ -94,8 +95,7 @@ pub fn check(args: &[String], rules: &ArgRules, worktree: &Path) -> Result<Vec<S
             &format!("more than {} arguments", rules.max_count),
         ));
     }
-    let root = Dir::open_ambient_dir(worktree, ambient_authority())
-        .map_err(|e| refuse(0, "", &format!("cannot open the worktree: {e}")))?;
+    let root = worktree.dir();
     let mut flags = Vec::new();
     let mut paths = Vec::new();
     let valued: Vec<&str> = rules.flags.iter().filter_map(|f| f.strip_suffix('=')).collect();
@@ -186,6 +186,11 @@ pub fn check(args: &[String], rules: &ArgRules, worktree: &Path) -> Result<Vec<S
 mod tests {
     use super::*;
 
+    /// The worktree at `path`, opened.
+    fn open(path: &std::path::Path) -> crate::worktree::Worktree {
+        crate::worktree::Worktree::open(path, cap_std::ambient_authority()).expect("open")
+    }
+
     fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
         let tmp = tempfile::tempdir().expect("tempdir");
         let wt = tmp.path().join("wt");
@@ -208,7 +213,7 @@ mod tests {
             flags: strings(&["--fix"]),
             ..ArgRules::default()
         };
-        let out = check(&strings(&["./src/a.py", "--fix", "src"]), &rules, &wt).expect("valid");
+        let out = check(&strings(&["./src/a.py", "--fix", "src"]), &rules, &open(&wt)).expect("valid");
         assert_eq!(out, strings(&["--fix", "--", "src/a.py", "src"]));
     }
 
@@ -230,17 +235,20 @@ mod tests {
             "a\0b",
             "",
         ] {
-            assert!(check(&strings(&[bad]), &rules, &wt).is_err(), "{bad:?} passed");
+            assert!(
+                check(&strings(&[bad]), &rules, &open(&wt)).is_err(),
+                "{bad:?} passed"
+            );
         }
         let long = "a".repeat(5000);
-        assert!(check(&[long], &rules, &wt).is_err());
+        assert!(check(&[long], &rules, &open(&wt)).is_err());
         let many: Vec<String> = (0..65).map(|_| "src".to_owned()).collect();
-        assert!(check(&many, &rules, &wt).is_err());
+        assert!(check(&many, &rules, &open(&wt)).is_err());
         // Names perl's magic open reads as commands or modes, even when the file exists.
         for magic in ["sh p.sh|", "|sh", "<a", ">a", "+<a", " a", "a "] {
             std::fs::write(wt.join(magic), "").expect("write");
             assert!(
-                check(&strings(&[magic]), &rules, &wt).is_err(),
+                check(&strings(&[magic]), &rules, &open(&wt)).is_err(),
                 "{magic:?} passed"
             );
         }
@@ -256,7 +264,7 @@ mod tests {
         let out = check(
             &strings(&["-S", "warning", "--severity=error", "src"]),
             &rules,
-            &wt,
+            &open(&wt),
         )
         .expect("valid");
         assert_eq!(out, strings(&["-S", "warning", "--severity=error", "--", "src"]));
@@ -273,7 +281,10 @@ mod tests {
             &["-S", "a/../../b"],
             &["-S", "~root"],
         ] {
-            assert!(check(&strings(bad), &rules, &wt).is_err(), "{bad:?} passed");
+            assert!(
+                check(&strings(bad), &rules, &open(&wt)).is_err(),
+                "{bad:?} passed"
+            );
         }
     }
 }

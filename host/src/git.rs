@@ -23,7 +23,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use cap_fs_ext::DirExt;
-use cap_std::ambient_authority;
 use cap_std::fs::{Dir, DirBuilder, OpenOptions, Permissions};
 
 /// The directory upstream owns in every worktree.
@@ -344,6 +343,33 @@ fn read_config(repo: &Path) -> Result<Vec<u8>, GitError> {
     read_bounded(&gitdir.join("config"))
 }
 
+/// [`read_bounded`], beneath a directory handle.
+fn read_bounded_in(root: &Dir, path: &Path) -> Result<Vec<u8>, GitError> {
+    use std::io::Read;
+    let storage = |reason: String| GitError::Storage {
+        path: path.to_owned(),
+        reason,
+    };
+    let mut options = OpenOptions::new();
+    options.read(true);
+    cap_fs_ext::OpenOptionsFollowExt::follow(&mut options, cap_fs_ext::FollowSymlinks::No);
+    cap_std::fs::OpenOptionsExt::custom_flags(&mut options, nix::fcntl::OFlag::O_NONBLOCK.bits());
+    let file = root
+        .open_with(path, &options)
+        .map_err(|e| storage(format!("cannot read it: {e}")))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(storage("not a regular file".to_owned()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| storage(format!("cannot read it: {e}")))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(storage(format!("larger than {MAX_CONFIG_BYTES} bytes")));
+    }
+    Ok(bytes)
+}
+
 fn read_bounded(path: &Path) -> Result<Vec<u8>, GitError> {
     use std::io::Read;
     let storage = |reason: String| GitError::Storage {
@@ -656,8 +682,8 @@ impl Upstream {
     /// # Security
     /// Reads the worktree's `.git/config` as data, hands it to `git config --file -` outside any
     /// repository, and writes the result into wrun's storage (content-addressed, `0600`).
-    pub fn isolate_git(&self, worktree: &Path) -> Result<GitIsolation, GitError> {
-        let root = Dir::open_ambient_dir(worktree, ambient_authority()).map_err(GitError::Overlay)?;
+    pub fn isolate_git(&self, worktree: &crate::worktree::Worktree) -> Result<GitIsolation, GitError> {
+        let root = worktree.dir();
         let store = self.dir.parent().unwrap_or(&self.dir).to_owned();
         let mut isolation = GitIsolation {
             config: None,
@@ -696,7 +722,7 @@ impl Upstream {
             Ok(m) if m.is_file() => {}
             _ => return hide_all(isolation, "its .git/config is not a regular file", true),
         }
-        let config = read_bounded(&worktree.join(".git/config"))?;
+        let config = read_bounded_in(root, Path::new(".git/config"))?;
         let mut out = String::from(
             "# written by wrun: the repository's own configuration is not read\n[core]\n\tbare = false\n",
         );
@@ -880,14 +906,14 @@ pub struct Overlay {
 /// removed, never followed.
 pub fn overlay(
     upstream: &Upstream,
-    worktree: &Path,
+    worktree: &crate::worktree::Worktree,
     base: &BaseRef,
     fetch: bool,
 ) -> Result<Overlay, GitError> {
-    let root = Dir::open_ambient_dir(worktree, ambient_authority()).map_err(GitError::Overlay)?;
+    let root = worktree.dir();
     let fetched = if fetch { upstream.fetch(base) } else { Ok(()) };
     let commit = fetched.and_then(|()| upstream.commit_of(base));
-    let replaced = remove_ai(&root).map_err(GitError::Overlay)?;
+    let replaced = remove_ai(root).map_err(GitError::Overlay)?;
     let commit = commit.map_err(|e| GitError::FetchFailed {
         base: base.to_string(),
         cause: e.to_string(),
@@ -1085,6 +1111,8 @@ impl GitError {
 }
 #[cfg(test)]
 mod tests {
+    use cap_std::ambient_authority;
+
     use super::*;
 
     #[test]

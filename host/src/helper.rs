@@ -203,7 +203,7 @@ pub fn plan(
     repo: &Upstream,
     base: &str,
     commit: &str,
-    worktree: &Path,
+    worktree: &crate::worktree::Worktree,
     request: &Request,
     env_lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<Plan, PlanError> {
@@ -351,7 +351,7 @@ pub fn plan(
         WorktreeAccess::Ro => Access::ReadOnly,
         WorktreeAccess::Rw => Access::ReadWrite,
     };
-    let mut mount = Mount::new(worktree, wrun_runtime::job::DEFAULT_WORKTREE_GUEST, access);
+    let mut mount = Mount::new(worktree.path(), wrun_runtime::job::DEFAULT_WORKTREE_GUEST, access);
     if access == Access::ReadWrite {
         mount = mount.protect(crate::protect::protected_paths(worktree)?);
         decisions.push(format!(
@@ -398,7 +398,7 @@ pub fn plan(
         // The pull request's dependencies are its code: node resolves an upstream script's
         // `require("x")` through the worktree's node_modules, whoever starts node (a shell
         // program, a native helper, an upstream script, a shebang).
-        if std::fs::symlink_metadata(worktree.join("node_modules")).is_ok() {
+        if worktree.dir().symlink_metadata("node_modules").is_ok() {
             job = job.dir(Mount::new(
                 repo.empty_dir()?,
                 format!("{guest}/node_modules"),
@@ -408,9 +408,7 @@ pub fn plan(
         }
         // Its package.json names packages node resolves before node_modules ("exports" of a
         // package's own name, "imports"): hidden behind `{}` wherever upstream may run node.
-        if (runs_node || ai_uses_node(worktree))
-            && std::fs::symlink_metadata(worktree.join("package.json")).is_ok()
-        {
+        if (runs_node || ai_uses_node(worktree)) && worktree.dir().symlink_metadata("package.json").is_ok() {
             job = job.dir(Mount::new(
                 repo.empty_json()?,
                 format!("{guest}/package.json"),
@@ -507,11 +505,9 @@ fn is_node(command: &str) -> bool {
 
 /// Whether an upstream script of the worktree (written there from upstream) starts with a
 /// `#!` line naming perl.
-fn runs_with_perl(worktree: &Path, script: &str) -> bool {
+fn runs_with_perl(worktree: &crate::worktree::Worktree, script: &str) -> bool {
     use std::io::Read as _;
-    let Ok(root) = cap_std::fs::Dir::open_ambient_dir(worktree, cap_std::ambient_authority()) else {
-        return false;
-    };
+    let root = worktree.dir();
     let mut head = [0u8; 256];
     let n = root
         .open(script.strip_prefix("./").unwrap_or(script))
@@ -524,11 +520,9 @@ fn runs_with_perl(worktree: &Path, script: &str) -> bool {
 
 /// Whether upstream's `.ai/` (written into the worktree) holds JavaScript or a script whose
 /// `#!` line names node: then a helper may run node whatever its command says.
-fn ai_uses_node(worktree: &Path) -> bool {
+fn ai_uses_node(worktree: &crate::worktree::Worktree) -> bool {
     use std::io::Read as _;
-    let Ok(root) = cap_std::fs::Dir::open_ambient_dir(worktree, cap_std::ambient_authority()) else {
-        return false;
-    };
+    let root = worktree.dir();
     let mut stack = vec![PathBuf::from(crate::git::AI_DIR)];
     let mut seen = 0usize;
     while let Some(dir) = stack.pop() {

@@ -9,19 +9,18 @@ pub mod args;
 pub mod audit;
 pub mod check;
 pub mod definitions;
-pub mod exit;
 pub mod expand;
 pub mod findings;
 pub mod git;
 pub mod helper;
 pub mod install;
-pub mod parse;
 pub mod policy;
 pub mod protect;
 pub mod resolve;
 pub mod session;
 pub mod shell;
 pub mod untrusted;
+pub mod worktree;
 
 /// Test support: asserts that the schema checked in at `policies/<file>` is `current` (with
 /// `WRUN_BLESS=1`, rewrites it first) and returns a validator for it.

@@ -13,7 +13,6 @@
 use std::path::{Path, PathBuf};
 
 use cap_fs_ext::DirExt;
-use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 /// The names protected at the top of every writable worktree.
@@ -34,16 +33,15 @@ pub struct ProtectError {
 ///
 /// # Security
 /// Walks the worktree through a directory handle, never following a symbolic link.
-pub fn protected_paths(worktree: &Path) -> Result<Vec<PathBuf>, ProtectError> {
+pub fn protected_paths(worktree: &crate::worktree::Worktree) -> Result<Vec<PathBuf>, ProtectError> {
     let fail = |reason: String| ProtectError {
-        worktree: worktree.to_owned(),
+        worktree: worktree.path().to_owned(),
         reason,
     };
-    let root = Dir::open_ambient_dir(worktree, ambient_authority())
-        .map_err(|e| fail(format!("cannot open it: {e}")))?;
-    let real_root = std::fs::canonicalize(worktree).map_err(|e| fail(format!("cannot open it: {e}")))?;
+    let root = worktree.dir();
+    let real_root = worktree.path();
     let mut out: Vec<PathBuf> = TOP_LEVEL.iter().map(PathBuf::from).collect();
-    if let Some(gitdir) = gitdir_inside(&root, &real_root, Path::new(".git")) {
+    if let Some(gitdir) = gitdir_inside(root, real_root, Path::new(".git")) {
         out.push(gitdir);
     }
     // Breadth first, one directory open at a time, never into a `.git`.
@@ -75,7 +73,7 @@ pub fn protected_paths(worktree: &Path) -> Result<Vec<PathBuf>, ProtectError> {
             if name == ".git" {
                 if !dir.as_os_str().is_empty() {
                     out.push(rel.clone());
-                    if let Some(gitdir) = gitdir_inside(&root, &real_root, &rel) {
+                    if let Some(gitdir) = gitdir_inside(root, real_root, &rel) {
                         out.push(gitdir);
                     }
                 }
@@ -131,6 +129,11 @@ fn gitdir_inside(root: &Dir, real_root: &Path, dot_git: &Path) -> Option<PathBuf
 mod tests {
     use super::*;
 
+    /// The worktree at `path`, opened.
+    fn open(path: &std::path::Path) -> crate::worktree::Worktree {
+        crate::worktree::Worktree::open(path, cap_std::ambient_authority()).expect("open")
+    }
+
     #[test]
     fn top_level_nested_and_gitdir_targets_are_protected() {
         let tmp = tempfile::tempdir().expect("tempdir");
@@ -146,7 +149,7 @@ mod tests {
         }
         std::fs::write(wt.join("sub/.git"), "gitdir: ../meta/gitdir\n").expect("write");
         std::os::unix::fs::symlink("/", wt.join("src/root-link")).expect("symlink");
-        let found = protected_paths(wt).expect("walk");
+        let found = protected_paths(&open(wt)).expect("walk");
         let expect: Vec<PathBuf> = [".ai", ".git", "meta/gitdir", "sub/.git", "vendor/lib/.git"]
             .iter()
             .map(PathBuf::from)
@@ -160,6 +163,6 @@ mod tests {
         std::fs::create_dir_all(tmp.path().join(".git")).expect("mkdir");
         std::fs::write(tmp.path().join(".git/config"), "").expect("write");
         std::fs::hard_link(tmp.path().join(".git/config"), tmp.path().join("innocent")).expect("link");
-        assert!(protected_paths(tmp.path()).is_err());
+        assert!(protected_paths(&open(tmp.path())).is_err());
     }
 }

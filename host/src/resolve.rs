@@ -12,9 +12,6 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
-
 /// Where `command[0]` resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolved {
@@ -40,7 +37,11 @@ pub struct ResolveError {
 /// # Security
 /// Reads the policy's `PATH` directories with wrun's authority (they are the operator's) and the
 /// worktree only through a capability handle opened at its root.
-pub fn resolve(command: &str, path: &[PathBuf], worktree: &Path) -> Result<Resolved, ResolveError> {
+pub fn resolve(
+    command: &str,
+    path: &[PathBuf],
+    worktree: &crate::worktree::Worktree,
+) -> Result<Resolved, ResolveError> {
     let refuse = |reason: String| ResolveError {
         command: command.to_owned(),
         reason,
@@ -78,8 +79,7 @@ pub fn resolve(command: &str, path: &[PathBuf], worktree: &Path) -> Result<Resol
             "only scripts under .ai/ (upstream's helper directory) may run from the worktree".into(),
         ));
     }
-    let root = Dir::open_ambient_dir(worktree, ambient_authority())
-        .map_err(|e| refuse(format!("cannot open the worktree: {e}")))?;
+    let root = worktree.dir();
     // Canonicalizing through the handle follows symlinks but cannot leave the worktree: a link
     // pointing out is an error here, a link pointing elsewhere inside is caught below.
     let canonical = root
@@ -149,6 +149,11 @@ mod tests {
 
     use super::*;
 
+    /// The worktree at `path`, opened.
+    fn open(path: &std::path::Path) -> crate::worktree::Worktree {
+        crate::worktree::Worktree::open(path, cap_std::ambient_authority()).expect("open")
+    }
+
     fn fixture() -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().expect("tempdir");
         let wt = tmp.path().join("wt");
@@ -175,7 +180,7 @@ mod tests {
             (".ai/inner-link", ".ai/sub/check.py"),
         ] {
             assert_eq!(
-                resolve(command, &[], &wt),
+                resolve(command, &[], &open(&wt)),
                 Ok(Resolved::Upstream(PathBuf::from(expected))),
                 "{command}"
             );
@@ -197,7 +202,10 @@ mod tests {
             "../outside.sh",
             "",
         ] {
-            assert!(resolve(command, &[], &wt).is_err(), "{command:?} was accepted");
+            assert!(
+                resolve(command, &[], &open(&wt)).is_err(),
+                "{command:?} was accepted"
+            );
         }
     }
 
@@ -209,7 +217,7 @@ mod tests {
         std::fs::create_dir_all(&wt).expect("mkdir");
         std::fs::write(tmp.path().join("evil/run.sh"), "#!/bin/sh\n").expect("write");
         symlink("../evil", wt.join(".ai")).expect("symlink");
-        assert!(resolve(".ai/run.sh", &[], &wt).is_err());
+        assert!(resolve(".ai/run.sh", &[], &open(&wt)).is_err());
     }
 
     #[test]
@@ -234,16 +242,16 @@ mod tests {
             PathBuf::from("relative"),
         ];
         assert_eq!(
-            resolve("sh", &path, &wt),
+            resolve("sh", &path, &open(&wt)),
             Ok(Resolved::System(PathBuf::from("/usr/bin/sh")))
         );
-        assert!(resolve("definitely-not-a-command", &path, &wt).is_err());
-        assert!(resolve("sh", &[PathBuf::from("/nonexistent")], &wt).is_err());
+        assert!(resolve("definitely-not-a-command", &path, &open(&wt)).is_err());
+        assert!(resolve("sh", &[PathBuf::from("/nonexistent")], &open(&wt)).is_err());
         assert_eq!(
-            resolve("/usr/bin/sh", &path, &wt),
+            resolve("/usr/bin/sh", &path, &open(&wt)),
             Ok(Resolved::System(PathBuf::from("/usr/bin/sh")))
         );
-        assert!(resolve("/bin/sh", &[PathBuf::from("/usr/local/bin")], &wt).is_err());
-        assert!(resolve("/tmp/evil", &path, &wt).is_err());
+        assert!(resolve("/bin/sh", &[PathBuf::from("/usr/local/bin")], &open(&wt)).is_err());
+        assert!(resolve("/tmp/evil", &path, &open(&wt)).is_err());
     }
 }

@@ -26,6 +26,7 @@ use crate::expand::{Origin, Var};
 use crate::git::{BaseRef, GitError, Upstream};
 use crate::helper::{Plan, PlanError, Request};
 use crate::policy::{Policy, PolicyError};
+use crate::worktree::Worktree;
 
 /// A request for one helper, against a pull request's worktree.
 #[derive(Debug, Clone, Default)]
@@ -181,12 +182,16 @@ impl Session {
         })?;
         // Before anything in it is touched.
         crate::git::check_worktree(&repo_dir)?;
-        let worktree = request.worktree.as_ref().unwrap_or(&request.repo);
-        let worktree = std::fs::canonicalize(worktree).map_err(|source| SessionError::Open {
-            what: "worktree",
-            path: worktree.clone(),
-            source,
+        let worktree_path = request.worktree.as_ref().unwrap_or(&request.repo);
+        // The worktree is opened once, here: every later read of it goes through this handle.
+        let handle = Worktree::open(worktree_path, cap_std::ambient_authority()).map_err(|source| {
+            SessionError::Open {
+                what: "worktree",
+                path: worktree_path.clone(),
+                source,
+            }
         })?;
+        let worktree = handle.path().to_owned();
         let configured = request
             .upstream
             .as_deref()
@@ -203,7 +208,7 @@ impl Session {
             Err(e) => return Ok(refused(e.into(), None)),
         };
         let repo = Upstream::open(self.git.clone(), &self.store, url)?;
-        let overlay = match crate::git::overlay(&repo, &worktree, &base, !request.no_fetch) {
+        let overlay = match crate::git::overlay(&repo, &handle, &base, !request.no_fetch) {
             Ok(o) => o,
             Err(e) => return Ok(refused(e.into(), None)),
         };
@@ -244,7 +249,7 @@ impl Session {
             &repo,
             &base.to_string(),
             &overlay.commit,
-            &worktree,
+            &handle,
             &plan_request,
             env_lookup,
         )

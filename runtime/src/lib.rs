@@ -5,18 +5,30 @@
 //! configuration files or `PATH`, never prints and never exits; turning policy into a [`Job`]
 //! is the host's business (crate `wrun-host`).
 //!
-//! ```no_run
-//! use wrun_runtime::{Access, Job, Limits, Sandbox, WasmConfig, WasmModule, WasmSandbox};
-//! # async fn demo() -> Result<(), wrun_runtime::Error> {
-//! let sandbox = WasmSandbox::new(WasmConfig::default())?;
-//! let module = WasmModule::from_file("helper.wasm".as_ref(), 64 << 20)?;
-//! let job = Job::wasm(module)
-//!     .arg("--check")
-//!     .worktree("/srv/pr-123", Access::ReadOnly)
-//!     .env("LANG", "C.UTF-8")
-//!     .limits(Limits::default().with_fuel(10_000_000_000));
-//! let outcome = sandbox.run(job).await?;
-//! println!("{:?}: {}", outcome.status, outcome.stdout.text());
+//! One runner per process, shared by reference; jobs run concurrently without any `Arc`:
+//!
+//! ```
+//! use wrun_runtime::{Access, Job, Limits, Runner, Sandbox, Status, WasmConfig, WasmModule};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let worktree = tempfile::tempdir()?;
+//! # let wasm = wat::parse_str(r#"(module (memory (export "memory") 1) (func (export "_start")))"#)?;
+//! // Configuration in, a checked runner out (wasm here; on Linux, Some(NativeConfig) adds bwrap).
+//! let runner = Runner::new(WasmConfig::default(), None)?;
+//! let module = WasmModule::from_bytes("lint", wasm); // hashed once, cheap to clone
+//! let job = |arg: &str| {
+//!     Job::wasm(module.clone())
+//!         .arg(arg)
+//!         .worktree(worktree.path(), Access::ReadOnly)
+//!         .env("LANG", "C.UTF-8")
+//!         .limits(Limits::default().with_fuel(10_000_000_000))
+//! };
+//! // Several helpers at once on one runner.
+//! let (a, b) = tokio::join!(runner.run(job("--check")), runner.run(job("--stats")));
+//! for outcome in [a?, b?] {
+//!     assert_eq!(outcome.status, Status::Exited { code: 0 });
+//!     println!("{}: {}", outcome.status, outcome.stdout.text());
+//! }
 //! # Ok(()) }
 //! ```
 //!

@@ -13,9 +13,26 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// A runner with a wasm backend and, on Linux, an optional native backend (without one, a
-    /// native job is an error).
-    pub fn new(wasm: WasmSandbox, #[cfg(target_os = "linux")] native: Option<crate::NativeSandbox>) -> Self {
+    /// A runner with a wasm backend configured by `wasm` and, on Linux, a native backend
+    /// configured by `native` (without one, a native job is an error). Like every backend's
+    /// `new`: a configuration in, the checked backend out. Create one per process and share
+    /// it by reference: `run` takes `&self`, so concurrent runs need no `Arc`.
+    pub fn new(
+        wasm: crate::WasmConfig,
+        #[cfg(target_os = "linux")] native: Option<crate::NativeConfig>,
+    ) -> Result<Self, Error> {
+        Ok(Self::from_backends(
+            WasmSandbox::new(wasm)?,
+            #[cfg(target_os = "linux")]
+            native.map(crate::NativeSandbox::new).transpose()?,
+        ))
+    }
+
+    /// A runner over backends made elsewhere.
+    pub fn from_backends(
+        wasm: WasmSandbox,
+        #[cfg(target_os = "linux")] native: Option<crate::NativeSandbox>,
+    ) -> Self {
         Self {
             wasm,
             #[cfg(target_os = "linux")]

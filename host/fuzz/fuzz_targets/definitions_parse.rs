@@ -2,16 +2,16 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wrun_host::definitions::{DefinitionsFile, Kind};
+use wrun_host::definitions::{Definitions, HelperProgram};
 
 fuzz_target!(|text: &str| {
-    if let Ok(file) = DefinitionsFile::parse("fuzz:.ai/helpers.toml", text) {
+    if let Ok(file) = Definitions::parse("fuzz:.ai/helpers.toml", text) {
         for def in &file.helpers {
-            // Validation held: each helper has what its kind needs and nothing else.
-            match def.kind {
-                Kind::Wasm => assert!(def.module.is_some() && def.command.is_none() && def.run.is_none()),
-                Kind::Native => assert!(def.command.as_ref().is_some_and(|c| !c.is_empty()) && def.run.is_none()),
-                Kind::Shell => assert!(def.run.is_some() && def.command.is_none() && def.module.is_none()),
+            // Validation held: each helper has what its kind needs.
+            match &def.program {
+                HelperProgram::Wasm { module, .. } => assert!(!module.is_empty()),
+                HelperProgram::Native { program, .. } => assert!(!program.is_empty()),
+                HelperProgram::Shell { run } => assert!(!run.trim().is_empty()),
             }
             assert!(file.get(&def.name).is_some());
         }

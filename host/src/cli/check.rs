@@ -85,7 +85,7 @@ impl CheckCmd {
         Ok(if report.runnable {
             0
         } else {
-            wrun_host::exit::REFUSED
+            crate::cli::exit::REFUSED
         })
     }
 }

@@ -43,7 +43,7 @@ impl DoctorCmd {
         };
         say!("{:<46} {verdict}", "verdict")?;
         Ok(match (native.config().mode, probe) {
-            (SandboxMode::Require, Err(_)) => wrun_host::exit::REFUSED,
+            (SandboxMode::Require, Err(_)) => crate::cli::exit::REFUSED,
             _ => 0,
         })
     }

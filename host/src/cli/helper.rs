@@ -5,11 +5,12 @@ use crate::cli::out::{note, say};
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::cli::exit;
 use anyhow::Context;
 use clap::Args;
 use wrun_host::policy::Policy;
 use wrun_host::session::{HelperRequest, Session};
-use wrun_host::{ambient, exit, untrusted};
+use wrun_host::{ambient, untrusted};
 use wrun_runtime::{Backend, Runner, SandboxMode, WasmConfig, WasmSandbox};
 
 #[derive(Debug, Args)]
@@ -163,7 +164,7 @@ impl HelperCmd {
         let native = crate::cli::run::native_backend(session.policy().sandbox, self.common.bwrap.clone())?;
         let mut config = WasmConfig::default();
         config.cache_dir = ambient::default_cache_dir();
-        let runner = Runner::new(WasmSandbox::new(config)?, Some(native));
+        let runner = Runner::from_backends(WasmSandbox::new(config)?, Some(native));
         let stdin = match (&self.changed_files, &prepared.plan) {
             (Some(path), Ok(plan)) => {
                 Some(crate::cli::run::changed_files(path, plan.job.parts().limits.timeout).await?)

@@ -3,9 +3,11 @@
 
 mod check;
 mod doctor;
+mod exit;
 mod helper;
 mod limits;
 mod out;
+mod parse;
 mod policy;
 mod run;
 
@@ -13,7 +15,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use out::note;
-use wrun_host::exit;
 
 /// Run code-review helpers against untrusted worktrees, sandboxed and limited.
 #[derive(Debug, Parser)]

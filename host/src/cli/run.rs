@@ -5,10 +5,11 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::cli::{exit, parse};
 use anyhow::{Context, bail};
 use clap::Args;
+use wrun_host::ambient;
 use wrun_host::policy::Policy;
-use wrun_host::{ambient, exit, parse};
 
 use crate::cli::out::{ErrOut, Out, note};
 use wrun_runtime::{
@@ -189,7 +190,7 @@ impl RunCmd {
         config.cache_dir = cache_dir;
         let max_module = config.max_module_size.bytes();
         let native = native_sandbox(&policy, self.sandbox, self.bwrap.clone())?;
-        let runner = Runner::new(WasmSandbox::new(config)?, Some(native));
+        let runner = Runner::from_backends(WasmSandbox::new(config)?, Some(native));
 
         let worktree = match &self.worktree {
             Some(dir) => dir.clone(),
@@ -215,7 +216,9 @@ impl RunCmd {
             let mut mount = Mount::new(&worktree, wrun_runtime::job::DEFAULT_WORKTREE_GUEST, access);
             if access == Access::ReadWrite {
                 // `.git`, `.ai` and nested repositories stay read-only in a writable worktree.
-                mount = mount.protect(wrun_host::protect::protected_paths(&worktree)?);
+                let opened = wrun_host::worktree::Worktree::open(&worktree, cap_std::ambient_authority())
+                    .with_context(|| format!("cannot open the worktree {}", worktree.display()))?;
+                mount = mount.protect(wrun_host::protect::protected_paths(&opened)?);
             }
             job = job.worktree_mount(mount);
         }

@@ -12,16 +12,16 @@
 use wrun_runtime::Status;
 
 /// The timeout exit code.
-pub const TIMED_OUT: u8 = 124;
+pub(crate) const TIMED_OUT: u8 = 124;
 /// wrun or a policy refused.
-pub const REFUSED: u8 = 125;
+pub(crate) const REFUSED: u8 = 125;
 /// The helper trapped.
-pub const TRAPPED: u8 = 134;
+pub(crate) const TRAPPED: u8 = 134;
 /// The helper ran out of memory or fuel.
-pub const KILLED: u8 = 137;
+pub(crate) const KILLED: u8 = 137;
 
 /// The exit code for a helper's status.
-pub fn for_status(status: &Status) -> u8 {
+pub(crate) fn for_status(status: &Status) -> u8 {
     match status {
         Status::Exited { code } => u8::try_from(*code).unwrap_or(1),
         Status::TimedOut => TIMED_OUT,
