@@ -35,6 +35,8 @@
 //! The helper contract (what a helper sees and how it reports) is documented in the
 //! `wrun-guest` crate's README.
 
+#[cfg(target_os = "linux")]
+mod beneath;
 pub mod capture;
 mod checked;
 pub mod env;

@@ -78,7 +78,8 @@ impl LandlockPlan {
                 spine.extend(p.ancestors().skip(1).map(Path::to_path_buf));
             }
             for dir in &spine {
-                let Some(dir_fd) = open_beneath(&root, dir).map_err(|e| io("opening a directory", e))? else {
+                let Some(dir_fd) = open_beneath_dir(&root, dir).map_err(|e| io("opening a directory", e))?
+                else {
                     continue;
                 };
                 let listing = nix::dir::Dir::openat(
@@ -128,17 +129,7 @@ impl LandlockPlan {
     }
 }
 
-/// Opens `rel` beneath `root` one component at a time without following a symbolic link;
-/// `None` if some component does not exist.
-fn open_beneath(root: &OwnedFd, rel: &Path) -> nix::Result<Option<OwnedFd>> {
-    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let mut current = openat(root, ".", flags, Mode::empty())?;
-    for component in rel.components() {
-        match openat(&current, component.as_os_str(), flags, Mode::empty()) {
-            Ok(next) => current = next,
-            Err(nix::Error::ENOENT) => return Ok(None),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Some(current))
+/// Opens directory `rel` beneath `root` without following a link; `None` if it is missing.
+fn open_beneath_dir(root: &OwnedFd, rel: &Path) -> nix::Result<Option<OwnedFd>> {
+    crate::beneath::open(root, rel, OFlag::O_PATH | OFlag::O_DIRECTORY)
 }

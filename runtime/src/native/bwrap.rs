@@ -8,6 +8,7 @@
 //! the job's further directories, `--die-with-parent`, `--new-session` and the seccomp program
 //! on fd 3. The environment is not on this command line: bwrap inherits exactly the job's.
 
+use nix::sys::stat::SFlag;
 use std::ffi::OsString;
 use std::path::Path;
 
@@ -94,6 +95,12 @@ pub(crate) fn job_args(
         "/tmp".into(),
     ]);
     for mount in mounts {
+        // What is inside the mount is read through a descriptor, never through a link.
+        let root = if mount.protected.is_empty() {
+            None
+        } else {
+            crate::beneath::open_root(&mount.host).ok()
+        };
         let flag = match mount.access {
             Access::ReadOnly => "--ro-bind",
             Access::ReadWrite => "--bind",
@@ -107,36 +114,37 @@ pub(crate) fn job_args(
         // their other entries bound writable again: otherwise `vendor/lib` could be renamed
         // away and a fresh `vendor/lib/.git` made in its place.
         for spine in nested_spine(mount) {
-            let host_dir = mount.host.join(&spine);
-            if !std::fs::symlink_metadata(&host_dir).is_ok_and(|m| m.is_dir()) {
+            let Some(root) = &root else { break };
+            if crate::beneath::kind(root, &spine) != Some(SFlag::S_IFDIR) {
                 continue;
             }
+            let host_dir = mount.host.join(&spine);
             let guest_dir = format!("{}/{}", mount.guest.trim_end_matches('/'), spine.display());
             a.extend([
                 "--ro-bind".into(),
                 host_dir.clone().into_os_string(),
                 guest_dir.clone().into(),
             ]);
-            let Ok(entries) = std::fs::read_dir(&host_dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let rel = spine.join(entry.file_name());
+            for (name, kind) in crate::beneath::entries(root, &spine) {
+                let rel = spine.join(&name);
                 let on_the_way = mount.protected.iter().any(|p| p == &rel || p.starts_with(&rel));
-                let plain = entry.file_type().is_ok_and(|t| t.is_dir() || t.is_file());
+                let plain = kind == SFlag::S_IFDIR || kind == SFlag::S_IFREG;
                 if on_the_way || !plain {
                     continue;
                 }
                 a.extend([
                     "--bind".into(),
-                    entry.path().into_os_string(),
-                    format!("{guest_dir}/{}", entry.file_name().to_string_lossy()).into(),
+                    host_dir.join(&name).into_os_string(),
+                    format!("{guest_dir}/{}", name.to_string_lossy()).into(),
                 ]);
             }
         }
         for protected in &mount.protected {
             let host = mount.host.join(protected);
-            let source = if std::fs::symlink_metadata(&host).is_ok() {
+            let exists = root
+                .as_ref()
+                .is_some_and(|root| crate::beneath::kind(root, protected).is_some());
+            let source = if exists {
                 host.into_os_string()
             } else {
                 empty.as_os_str().to_owned()
