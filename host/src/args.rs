@@ -36,7 +36,9 @@ impl Default for ArgRules {
 }
 
 /// Why a flag's value is refused: it would be read as an option, or, read as a path, it would
-/// leave the worktree (the value may well be a path: `--config=FILE`).
+/// leave the worktree (the value may well be a path: `--config=FILE`), or, read as a file name
+/// by perl, it would run a command. A value may be a list (`a.py,b.py`, `x:y`, `k=v`): each
+/// part is held to the same rules.
 fn bad_value(value: &str) -> Option<&'static str> {
     if value.is_empty() {
         Some("may not be empty")
@@ -46,19 +48,39 @@ fn bad_value(value: &str) -> Option<&'static str> {
         Some("may not be an absolute path")
     } else if value.split(['/', '=', ',', ':']).any(|part| part == "..") {
         Some("may not name a parent directory (`..`)")
+    } else if is_magic_name(value) || value.split(['=', ',', ':', ';']).any(is_magic_name) {
+        Some(MAGIC_REASON)
     } else {
         None
     }
 }
 
-/// Whether a file name is one an interpreter's magic open reads as a command or a mode: perl's
-/// `<>` and two-argument `open` run `cmd|` and `|cmd`, and read `<f`, `>f`, `+<f` as modes,
-/// after trimming spaces.
+/// What a refusal of a magic name says.
+pub const MAGIC_REASON: &str = "is a command or a mode to perl's `<>` and two-argument `open` (it starts with `|`, `<`, `>`, `+<` or `+>`, ends with `|`, is `-`, or has spaces at either end); rename the file or pass another value";
+
+/// Whether a file name is one an interpreter's magic open reads as a command or a mode rather
+/// than as a name: perl's `<>` and two-argument `open` trim spaces, then run `cmd|` and `|cmd`,
+/// read `<f`, `>f`, `>>f`, `+<f`, `+>f` (and `>&2`, `<&=3`) as modes and `-` as a standard
+/// stream. Names such as `+page.svelte`, `a|b` or `a b` are names.
 pub fn is_magic_name(name: &str) -> bool {
-    name.contains('|')
-        || name.starts_with(['<', '>', '+'])
-        || name.starts_with(char::is_whitespace)
-        || name.ends_with(char::is_whitespace)
+    let trimmed = name.trim_matches(|c: char| c.is_whitespace());
+    trimmed.len() != name.len()
+        || trimmed.is_empty()
+        || trimmed == "-"
+        || trimmed.starts_with(['|', '<', '>'])
+        || trimmed.starts_with("+<")
+        || trimmed.starts_with("+>")
+        || trimmed.ends_with('|')
+}
+
+/// The first name in `path` (a `/`-separated path or one component) that [`is_magic_name`].
+pub fn magic_component(path: &str) -> Option<&str> {
+    if is_magic_name(path) {
+        return Some(path);
+    }
+    path.split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .find(|c| is_magic_name(c))
 }
 
 /// Why a model-given argument was refused.
@@ -157,12 +179,8 @@ pub fn check(
                 "a path must be relative to the worktree, without `..`",
             ));
         }
-        if is_magic_name(arg) {
-            return Err(refuse(
-                i,
-                arg,
-                "a file name with `|`, or starting with `<`, `>` or `+`, or with spaces at either end, is a command or a mode to perl's `<>` and two-argument `open`; rename the file",
-            ));
+        if magic_component(arg).is_some() {
+            return Err(refuse(i, arg, &format!("a path that {MAGIC_REASON}")));
         }
         // Resolving through the handle fails for anything that leads out, symlinks included.
         root.canonicalize(path)
@@ -171,7 +189,13 @@ pub fn check(
             .components()
             .filter(|c| !matches!(c, Component::CurDir))
             .collect();
-        paths.push(normalized.to_string_lossy().into_owned());
+        // `.` (or `./.`) is the worktree itself, never an empty argument.
+        let normalized = normalized.to_string_lossy();
+        paths.push(if normalized.is_empty() {
+            ".".to_owned()
+        } else {
+            normalized.into_owned()
+        });
     }
     if let Some(flag) = expecting {
         return Err(refuse(args.len(), "", &format!("{flag} needs a value")));
@@ -245,12 +269,46 @@ mod tests {
         let many: Vec<String> = (0..65).map(|_| "src".to_owned()).collect();
         assert!(check(&many, &rules, &open(&wt)).is_err());
         // Names perl's magic open reads as commands or modes, even when the file exists.
-        for magic in ["sh p.sh|", "|sh", "<a", ">a", "+<a", " a", "a "] {
+        for magic in [
+            "sh p.sh|", "|sh", "<a", ">a", ">>a", "+<a", "+>a", " a", "a ", "\ta", "-", " |x", "x| ",
+        ] {
             std::fs::write(wt.join(magic), "").expect("write");
             assert!(
                 check(&strings(&[magic]), &rules, &open(&wt)).is_err(),
                 "{magic:?} passed"
             );
+        }
+        // ... in any component of a path.
+        std::fs::create_dir(wt.join("cmd|")).expect("mkdir");
+        std::fs::write(wt.join("cmd|/f"), "").expect("write");
+        assert!(check(&strings(&["cmd|/f"]), &rules, &open(&wt)).is_err());
+    }
+
+    #[test]
+    fn names_perl_reads_as_names_pass_and_dot_is_the_worktree() {
+        let (_tmp, wt) = fixture();
+        let rules = ArgRules::default();
+        // SvelteKit's routes, a pipe inside a name, inner spaces: perl opens them as files.
+        for name in ["+page.svelte", "+layout.ts", "a|b", "a b", "x-", "a<b", "a>"] {
+            std::fs::write(wt.join(name), "").expect("write");
+            let out = check(&strings(&[name]), &rules, &open(&wt)).expect(name);
+            assert_eq!(out, strings(&["--", name]));
+        }
+        for dot in [".", "./", "./."] {
+            let out = check(&strings(&[dot]), &rules, &open(&wt)).expect(dot);
+            assert_eq!(out, strings(&["--", "."]), "{dot:?}");
+        }
+    }
+
+    #[test]
+    fn is_magic_name_matches_perls_two_argument_open() {
+        for magic in [
+            "|", "a|", "|a", "<a", "> a", ">&2", "<&=3", "+<a", "+>a", "-", " -", "a\n",
+        ] {
+            assert!(is_magic_name(magic), "{magic:?}");
+        }
+        for name in ["a", "+a", "a+", "a|b", "a<", "--x", "-a", "a-b", "."] {
+            assert!(!is_magic_name(name), "{name:?}");
         }
     }
 
@@ -268,6 +326,9 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(out, strings(&["-S", "warning", "--severity=error", "--", "src"]));
+        // The must-run twins: values with a pipe or a plus inside pass.
+        let out = check(&strings(&["-S", "a|b", "--severity=+x"]), &rules, &open(&wt)).expect("valid");
+        assert_eq!(out, strings(&["-S", "a|b", "--severity=+x", "--"]));
         for bad in [
             &["-S"][..],
             &["-S", "--fix"],
@@ -280,6 +341,15 @@ mod tests {
             &["--severity=../x"],
             &["-S", "a/../../b"],
             &["-S", "~root"],
+            // Values perl would open as commands or modes, whole or as a part of a list.
+            &["--severity=echo HI >&2|"],
+            &["-S", "echo HI >&2|"],
+            &["-S", "|id"],
+            &["--severity=<x"],
+            &["--severity=a.py,id|"],
+            &["--severity=k=|id"],
+            &["-S", "a: b|"],
+            &["-S", " x"],
         ] {
             assert!(
                 check(&strings(bad), &rules, &open(&wt)).is_err(),

@@ -46,6 +46,9 @@ pub struct Record<'a> {
     pub stderr_bytes: (u64, u64),
     /// Environment variables dropped, by name and reason.
     pub env_dropped: &'a [DroppedEnv],
+    /// What the helper created with a protected path's name, removed after the run.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub removed: &'a [String],
     /// For a refusal, the rule that refused it (`shell.operand`, `upstream.url` …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<&'a str>,
@@ -92,6 +95,7 @@ impl<'a> Record<'a> {
             stdout_bytes: kept(&outcome.stdout),
             stderr_bytes: kept(&outcome.stderr),
             env_dropped: &outcome.env_dropped,
+            removed: &outcome.removed,
             rule: None,
         }
     }
@@ -120,6 +124,7 @@ impl<'a> Record<'a> {
             stdout_bytes: (0, 0),
             stderr_bytes: (0, 0),
             env_dropped: &[],
+            removed: &[],
             rule: Some(rule),
         }
     }
@@ -173,8 +178,10 @@ pub fn open(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// `O_NOFOLLOW`: the log's own name may not be a symlink.
+/// Opening never follows a link and never waits: a FIFO (or a device) named as the log opens
+/// at once and is then refused as not a regular file, rather than blocking until a reader comes.
 fn libc_o_nofollow() -> i32 {
-    nix::fcntl::OFlag::O_NOFOLLOW.bits()
+    (nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits()
 }
 
 /// Appends `record` to the log at `path` (see [`open`]) in one write, so concurrent runs do not
@@ -191,6 +198,40 @@ pub fn append(path: &Path, record: &Record<'_>) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use wrun_runtime::env::{EnvOrigin, EnvVar, guard};
+
+    #[test]
+    fn a_fifo_or_a_link_named_as_the_log_is_refused_at_once() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let fifo = tmp.path().join("fifo");
+        nix::unistd::mkfifo(
+            &fifo,
+            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+        )
+        .expect("mkfifo");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(open(&path).map(|_| ()).map_err(|e| e.to_string()));
+        });
+        let result = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("opening a FIFO as the audit log must not block");
+        let err = result.expect_err("a FIFO is not a log");
+        assert!(
+            err.contains("regular file") || err.contains("No such device"),
+            "{err}"
+        );
+        std::os::unix::fs::symlink("/etc/passwd", tmp.path().join("link")).expect("symlink");
+        assert!(open(&tmp.path().join("link")).is_err());
+        // The must-run twin: a new log file is created 0600 and written.
+        let log = tmp.path().join("audit.jsonl");
+        open(&log).expect("a new log");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&log).expect("meta").permissions().mode() & 0o777,
+            0o600
+        );
+    }
 
     #[test]
     fn a_record_names_dropped_variables_but_never_their_values() {

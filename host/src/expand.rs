@@ -60,6 +60,19 @@ pub enum ExpandError {
         /// The key.
         key: String,
     },
+    /// A trusted value that would not stay a plain value: a control character, a leading `-`
+    /// where it starts an argument (an option), a name perl's magic open runs.
+    #[error(
+        "template {template:?}: the value of {{{key}}} {reason}; pass it as a model argument of the helper, which is checked as a flag or a path"
+    )]
+    BadValue {
+        /// The template.
+        template: String,
+        /// The key.
+        key: String,
+        /// Why.
+        reason: &'static str,
+    },
     /// Unbalanced braces or a bad character.
     #[error("template {template:?}: {reason}")]
     Malformed {
@@ -146,8 +159,21 @@ fn expand_one(
                         key,
                     });
                 }
-                if var.value.contains(['\0', '\n', '\r']) {
-                    return Err(malformed("a value contains NUL or a line break"));
+                let bad = |reason| ExpandError::BadValue {
+                    template: template.to_owned(),
+                    key: key.clone(),
+                    reason,
+                };
+                if var.value.chars().any(char::is_control) {
+                    return Err(bad("contains a control character (NUL, a line break, an escape)"));
+                }
+                if out.is_empty() && var.value.starts_with('-') {
+                    return Err(bad(
+                        "starts the argument with `-`, which the program would read as an option",
+                    ));
+                }
+                if crate::args::magic_component(&var.value).is_some() {
+                    return Err(bad(crate::args::MAGIC_REASON));
                 }
                 out.push_str(&var.value);
             }
@@ -164,6 +190,7 @@ impl ExpandError {
             ExpandError::NotSafe { .. } => "template.unsafe-key",
             ExpandError::ModelValue { .. } => "template.model-value",
             ExpandError::Missing { .. } => "template.missing",
+            ExpandError::BadValue { .. } => "template.bad-value",
             ExpandError::Malformed { .. } => "template.malformed",
         }
     }
@@ -229,5 +256,43 @@ mod tests {
         for bad in ["{", "}", "{base_ref", "{a b}", "{}"] {
             assert!(expand(&t(&[bad]), &vars(), &safe).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn trusted_values_that_are_options_controls_or_perl_commands_are_refused() {
+        for value in [
+            "--output=/work/x",
+            "-e",
+            "a\x1b[2Jb",
+            "a\tb",
+            "main\n",
+            "id|",
+            "|id",
+            "<x",
+            "dir/|id",
+            " main",
+        ] {
+            let mut v = vars();
+            v.insert(
+                "base_ref".into(),
+                Var {
+                    value: value.to_owned(),
+                    origin: Origin::Trusted,
+                },
+            );
+            let err = expand(&t(&["{base_ref}"]), &v, &safe()).expect_err(value);
+            assert_eq!(err.rule(), "template.bad-value", "{value:?}");
+        }
+        // The must-run twins: a `-` after the argument's start, a pipe inside, a `;`.
+        let mut v = vars();
+        v.insert(
+            "base_ref".into(),
+            Var {
+                value: "-x;a|b".to_owned(),
+                origin: Origin::Trusted,
+            },
+        );
+        let out = expand(&t(&["--base={base_ref}"]), &v, &safe()).expect("inside an argument");
+        assert_eq!(out, t(&["--base=-x;a|b"]));
     }
 }

@@ -31,6 +31,7 @@ pub fn parse(stdout: &Captured) -> Parsed {
         truncated: stdout.truncated(),
         ..Parsed::default()
     };
+    let mut refused: Vec<(usize, String)> = Vec::new();
     for (i, line) in stdout.text().lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || (parsed.truncated && line == marker) {
@@ -46,9 +47,14 @@ pub fn parse(stdout: &Captured) -> Parsed {
         let result = match kind {
             Some("wrun_rule") => serde_json::from_str::<RuleInfo>(line).map(|r| {
                 let version = r.wrun_rule;
-                (version == SCHEMA_VERSION)
-                    .then(|| parsed.rules.push(r))
-                    .ok_or(version)
+                if version != SCHEMA_VERSION {
+                    return Err(version);
+                }
+                match rule_id(&r.id) {
+                    Ok(()) => parsed.rules.push(r),
+                    Err(why) => refused.push((i + 1, why)),
+                }
+                Ok(())
             }),
             Some("wrun_tool") => serde_json::from_str::<ToolInfo>(line).map(|t| {
                 let version = t.wrun_tool;
@@ -56,13 +62,24 @@ pub fn parse(stdout: &Captured) -> Parsed {
                     .then(|| parsed.tool = Some(t))
                     .ok_or(version)
             }),
-            _ => serde_json::from_str::<Finding>(line).map(|f| {
+            _ => serde_json::from_str::<Finding>(line).map(|mut f| {
                 let version = f.wrun_finding;
-                (version == SCHEMA_VERSION)
-                    .then(|| parsed.findings.push(f))
-                    .ok_or(version)
+                if version != SCHEMA_VERSION {
+                    return Err(version);
+                }
+                match plain_path(&f.path).and_then(|p| rule_id(&f.rule).map(|()| p)) {
+                    Ok(path) => {
+                        f.path = path;
+                        parsed.findings.push(f);
+                    }
+                    Err(why) => refused.push((i + 1, why)),
+                }
+                Ok(())
             }),
         };
+        for (line, why) in refused.drain(..) {
+            parsed.malformed.push((line, format!("finding dropped: {why}")));
+        }
         match result {
             Ok(Ok(())) => {}
             Ok(Err(version)) => parsed
@@ -72,6 +89,73 @@ pub fn parse(stdout: &Captured) -> Parsed {
         }
     }
     parsed
+}
+
+/// The longest rule id kept.
+const MAX_RULE_ID: usize = 128;
+
+/// A finding's path as wrun passes it on: relative to the worktree, `/`-separated, without
+/// `.` or empty parts (SARIF gets it percent-encoded, `:` included, so it is never read as a
+/// URI with a scheme). A path that leaves the worktree (absolute, `..`), names a git
+/// directory (`.git`, where a fix applied later would plant a hook) or holds a control
+/// character is refused: the helper read pull-request content, and a code-scanning service or
+/// a fix tool trusts the location.
+fn plain_path(path: &str) -> Result<String, String> {
+    if path.chars().any(char::is_control) {
+        return Err(format!("its path {path:?} holds a control character"));
+    }
+    if path.starts_with('/') || path.starts_with('\\') {
+        return Err(format!(
+            "its path {path:?} is absolute; give it relative to the worktree"
+        ));
+    }
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+    if parts.is_empty() {
+        return Err(format!("its path {path:?} names no file"));
+    }
+    if let Some(bad) = parts
+        .iter()
+        .find(|p| **p == ".." || p.eq_ignore_ascii_case(".git"))
+    {
+        return Err(format!(
+            "its path {path:?} has a `{bad}` part: a finding names a file of the worktree, outside git's directory"
+        ));
+    }
+    Ok(parts.join("/"))
+}
+
+/// A rule id: 1 to [`MAX_RULE_ID`] characters out of letters, digits and `._-/:#@+`.
+fn rule_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_RULE_ID
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '#' | '@' | '+'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "its rule id {:?} is not 1 to {MAX_RULE_ID} letters, digits or `._-/:#@+`",
+            id.chars().take(MAX_RULE_ID).collect::<String>()
+        ))
+    }
+}
+
+/// Whether a helper's link may be passed on: `https://` or `http://`, no spaces or controls
+/// (a `javascript:` or `file:` link in a code-scanning page is the pull request's doing).
+fn web_uri(uri: &str) -> bool {
+    let lower = uri.to_ascii_lowercase();
+    (lower.starts_with("https://") || lower.starts_with("http://"))
+        && uri.len() > "https://".len()
+        && !uri.chars().any(|c| c.is_control() || c.is_whitespace())
+}
+
+/// One line of text for a terminal: control characters (line breaks included), escape
+/// sequences and bidirectional overrides shown as visible `\u{..}` escapes.
+fn one_line(text: &str) -> String {
+    crate::untrusted::neutralize(text)
+        .replace('\n', "\\u{a}")
+        .replace('\t', "\\u{9}")
 }
 
 fn level(severity: Severity) -> &'static str {
@@ -121,7 +205,7 @@ pub fn to_sarif(parsed: &Parsed, invocation: &Invocation<'_>) -> Value {
                 if let Some(markdown) = &r.help_markdown {
                     rule["help"]["markdown"] = json!(markdown);
                 }
-                if let Some(uri) = &r.help_uri {
+                if let Some(uri) = r.help_uri.as_deref().filter(|u| web_uri(u)) {
                     rule["helpUri"] = json!(uri);
                 }
                 if let Some(severity) = r.default_severity {
@@ -170,6 +254,7 @@ pub fn to_sarif(parsed: &Parsed, invocation: &Invocation<'_>) -> Value {
             .tool
             .as_ref()
             .and_then(|t| t.information_uri.clone())
+            .filter(|u| web_uri(u))
             .unwrap_or_else(|| format!("urn:wrun:helper:{}", uri_encode(tool_name))),
         "rules": rules,
     });
@@ -256,14 +341,14 @@ pub fn to_text(parsed: &Parsed) -> String {
         };
         out.push_str(&format!(
             "{}{pos}: {} [{}] {}\n",
-            f.path,
+            one_line(&f.path),
             level(f.severity),
-            f.rule,
-            f.message
+            one_line(&f.rule),
+            one_line(&f.message)
         ));
     }
     for (line, why) in &parsed.malformed {
-        out.push_str(&format!("wrun: stdout line {line}: {why}\n"));
+        out.push_str(&format!("wrun: stdout line {line}: {}\n", one_line(why)));
     }
     if parsed.truncated {
         out.push_str("wrun: the helper's output was cut by its output cap; findings may be missing\n");
@@ -295,6 +380,91 @@ mod tests {
         assert_eq!(p.malformed[0].0, 2);
         assert!(p.malformed[1].1.contains("version 9"));
         assert!(!p.truncated);
+    }
+
+    #[test]
+    fn findings_outside_the_worktree_or_in_git_are_dropped_and_reported() {
+        let line = |path: &str, rule: &str| {
+            format!(
+                "{}\n",
+                serde_json::json!({"wrun_finding":1,"path":path,"line":1,"severity":"error","rule":rule,"message":"m","fix":{"replacement":"x"}})
+            )
+        };
+        let mut text = String::new();
+        for bad in [
+            "../../../etc/passwd",
+            "a/../../b",
+            "/etc/passwd",
+            "//host/x",
+            ".git/hooks/pre-commit",
+            "sub/.GIT/config",
+            "a\nb",
+            "a\u{1b}[2Jb",
+            "",
+            "./",
+        ] {
+            text.push_str(&line(bad, "r"));
+        }
+        for bad_rule in ["", "a\nb", "a b", &"r".repeat(200), "<script>"] {
+            text.push_str(&line("ok.rs", bad_rule));
+        }
+        text.push_str(&line("./src//a.rs", "py:E501"));
+        let p = parse(&captured(&text));
+        assert_eq!(p.findings.len(), 1, "{:?}", p.findings);
+        assert_eq!(p.findings[0].path, "src/a.rs");
+        assert_eq!(p.malformed.len(), 15, "{:?}", p.malformed);
+        assert!(
+            p.malformed
+                .iter()
+                .all(|(_, why)| why.starts_with("finding dropped"))
+        );
+        let sarif = to_sarif(
+            &p,
+            &Invocation {
+                tool: "t",
+                status: &Status::Exited { code: 0 },
+                timeout: std::time::Duration::from_secs(1),
+            },
+        );
+        let results = sarif["runs"][0]["results"].to_string();
+        assert!(!results.contains(".git") && !results.contains("..") && !results.contains("etc"));
+        assert_eq!(
+            sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+                .as_array()
+                .map(Vec::len),
+            Some(15)
+        );
+        // Rule descriptions are held to the same ids.
+        let p = parse(&captured(
+            r#"{"wrun_rule":1,"id":"a\nb","short":"s","full":"f","help":"h"}"#,
+        ));
+        assert!(p.rules.is_empty() && p.malformed.len() == 1);
+    }
+
+    #[test]
+    fn only_web_links_are_passed_on() {
+        assert!(web_uri("https://example.com/rules/r1") && web_uri("HTTP://x.org"));
+        for bad in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "https://",
+            "https://a b",
+            "data:text/html,x",
+        ] {
+            assert!(!web_uri(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn text_shows_control_characters_as_escapes() {
+        let out = captured(concat!(
+            r#"{"wrun_finding":1,"path":"a.rs","severity":"error","rule":"r","message":"one\ntwo\r\u001b[2Jthree"}"#,
+            "\n"
+        ));
+        let text = to_text(&parse(&out));
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!text.contains('\u{1b}') && !text.contains('\r'));
+        assert!(text.contains("one\\u{a}two\\u{d}\\u{1b}[2Jthree"), "{text}");
     }
 
     #[test]

@@ -301,14 +301,19 @@ pub fn upstream_url(
             )));
         }
     };
-    let parsed = UpstreamUrl::parse(&url, worktree, repo)?;
-    if !allow.iter().any(|a| same_url(a, &url)) {
+    UpstreamUrl::parse(&url, worktree, repo)?;
+    // What is fetched is the operator's entry, never the remote's spelling of it: `…/up`
+    // allowed does not let the remote name a `…/up.git` beside it.
+    let Some(allowed) = allow.iter().find(|a| same_url(a, &url)) else {
         return Err(GitError::BadUrl {
             url,
             reason: "it is not in the policy's [upstream] allow list (the worktree's remote is the pull request's to set)".into(),
         });
-    }
-    Ok((parsed, UrlSource::AllowedRemote))
+    };
+    Ok((
+        UpstreamUrl::parse(allowed, worktree, repo)?,
+        UrlSource::AllowedRemote,
+    ))
 }
 
 /// Whether two URLs name the same repository: equal up to a trailing `/` or `.git`.
@@ -682,7 +687,13 @@ impl Upstream {
     /// # Security
     /// Reads the worktree's `.git/config` as data, hands it to `git config --file -` outside any
     /// repository, and writes the result into wrun's storage (content-addressed, `0600`).
-    pub fn isolate_git(&self, worktree: &crate::worktree::Worktree) -> Result<GitIsolation, GitError> {
+    ///
+    /// `protected` is the worktree's [`crate::protect::scan`]: its nested repositories are hidden.
+    pub fn isolate_git(
+        &self,
+        worktree: &crate::worktree::Worktree,
+        protected: &[PathBuf],
+    ) -> Result<GitIsolation, GitError> {
         let root = worktree.dir();
         let store = self.dir.parent().unwrap_or(&self.dir).to_owned();
         let mut isolation = GitIsolation {
@@ -768,13 +779,18 @@ impl Upstream {
         isolation.config = Some(path);
         // Nested repositories' git directories, found as the writable-worktree protection finds
         // them, and the submodules' store.
-        let nested =
-            crate::protect::protected_paths(worktree).map_err(|e| GitError::NoUpstream(e.to_string()))?;
-        for p in nested {
+        for p in protected.iter().cloned() {
             if crate::protect::TOP_LEVEL.iter().any(|t| p == Path::new(t)) {
                 continue;
             }
             if let Ok(meta) = root.symlink_metadata(&p) {
+                if meta.file_type().is_symlink() {
+                    // Hiding it would bind over the link's target, wherever that is.
+                    return Err(GitError::Unisolable(format!(
+                        "the worktree's nested {} is a symbolic link, which git in the sandbox would follow and which cannot be hidden; remove it from the pull request",
+                        p.display()
+                    )));
+                }
                 isolation.hide.push((p, meta.is_dir()));
             }
         }

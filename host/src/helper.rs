@@ -107,6 +107,11 @@ pub enum PlanError {
     /// The protected paths of a writable worktree could not be determined.
     #[error(transparent)]
     Protect(#[from] crate::protect::ProtectError),
+    /// The worktree holds a name native code could run as a command.
+    #[error(
+        "the worktree holds {0:?}, a name perl's `<>` and two-argument `open` run as a command or read as a mode (it starts with `|`, `<`, `>`, `+<` or `+>`, ends with `|`, is `-`, has spaces at either end or a control character); a native helper could be handed it, so none runs: rename the file in the pull request, or use a wasm helper"
+    )]
+    UnplainName(PathBuf),
 }
 
 /// A request resolved into a job, with what was decided on the way.
@@ -351,9 +356,24 @@ pub fn plan(
         WorktreeAccess::Ro => Access::ReadOnly,
         WorktreeAccess::Rw => Access::ReadWrite,
     };
+    // One walk of the worktree, for what a writable worktree protects, the nested repositories
+    // git isolation hides and the names native code may not be handed.
+    let scan = if access == Access::ReadWrite || def.kind() != Kind::Wasm {
+        Some(crate::protect::scan(worktree)?)
+    } else {
+        None
+    };
+    if def.kind() != Kind::Wasm
+        && let Some(name) = scan.as_ref().and_then(|s| s.unplain.as_ref())
+    {
+        // A directory walk, a glob or the changed-file list hands the name to native code; perl
+        // (`<>`, two-argument `open`, an upstream script, a tool written in it) runs it.
+        return Err(PlanError::UnplainName(name.clone()));
+    }
+    let protected = scan.map(|s| s.protected).unwrap_or_default();
     let mut mount = Mount::new(worktree.path(), wrun_runtime::job::DEFAULT_WORKTREE_GUEST, access);
     if access == Access::ReadWrite {
-        mount = mount.protect(crate::protect::protected_paths(worktree)?);
+        mount = mount.protect(protected.clone());
         decisions.push(format!(
             "writable worktree: {} stay read-only",
             mount
@@ -363,6 +383,12 @@ pub fn plan(
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
+    }
+    if def.kind() != Kind::Wasm {
+        // The pull request's files are data: no tool the helper runs executes or loads one as
+        // a program or library (a provider binary, a plugin, a `.so`). Upstream's .ai/ runs.
+        mount = mount.no_exec([".ai"]);
+        decisions.push("the worktree is not executable (noexec), but for upstream's .ai/".to_owned());
     }
     let mut job = job.worktree_mount(mount).limits(limits);
     if def.kind() != Kind::Wasm {
@@ -425,7 +451,7 @@ pub fn plan(
         for (name, value) in shell::GIT_ENVIRONMENT {
             job = job.policy_env(*name, *value);
         }
-        let isolation = repo.isolate_git(worktree)?;
+        let isolation = repo.isolate_git(worktree, &protected)?;
         if let Some(reason) = &isolation.unisolable {
             if uses_git {
                 return Err(PlanError::Git(crate::git::GitError::Unisolable(format!(
@@ -494,6 +520,7 @@ impl PlanError {
             PlanError::Shell(e) => e.rule.id(),
             PlanError::HashMismatch { .. } => "module.pin",
             PlanError::Protect(_) => "worktree.protect",
+            PlanError::UnplainName(_) => "worktree.magic-name",
         }
     }
 }

@@ -34,6 +34,25 @@ pub struct ProtectError {
 /// # Security
 /// Walks the worktree through a directory handle, never following a symbolic link.
 pub fn protected_paths(worktree: &crate::worktree::Worktree) -> Result<Vec<PathBuf>, ProtectError> {
+    Ok(scan(worktree)?.protected)
+}
+
+/// What one walk of a worktree found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scan {
+    /// The paths a writable helper may not change (see [`protected_paths`]).
+    pub protected: Vec<PathBuf>,
+    /// The first entry (outside `.git`) whose name is not a plain name: one perl's magic open
+    /// runs or reads as a mode ([`crate::args::is_magic_name`]), or one with a control
+    /// character, which splits a line-based file list into such names.
+    pub unplain: Option<PathBuf>,
+}
+
+/// Walks `worktree` once: its protected paths and its first name that is not plain.
+///
+/// # Security
+/// Walks the worktree through a directory handle, never following a symbolic link.
+pub fn scan(worktree: &crate::worktree::Worktree) -> Result<Scan, ProtectError> {
     let fail = |reason: String| ProtectError {
         worktree: worktree.path().to_owned(),
         reason,
@@ -47,6 +66,7 @@ pub fn protected_paths(worktree: &crate::worktree::Worktree) -> Result<Vec<PathB
     // Breadth first, one directory open at a time, never into a `.git`.
     let mut queue: std::collections::VecDeque<PathBuf> = std::collections::VecDeque::from([PathBuf::new()]);
     let mut seen = 0usize;
+    let mut unplain = None;
     while let Some(dir) = queue.pop_front() {
         let handle = if dir.as_os_str().is_empty() {
             root.try_clone().map_err(|e| fail(e.to_string()))?
@@ -69,6 +89,12 @@ pub fn protected_paths(worktree: &crate::worktree::Worktree) -> Result<Vec<PathB
             }
             let name = entry.file_name();
             let rel = dir.join(&name);
+            if unplain.is_none() && name != ".git" {
+                let text = name.to_string_lossy();
+                if crate::args::is_magic_name(&text) || text.chars().any(char::is_control) {
+                    unplain = Some(rel.clone());
+                }
+            }
             let kind = entry.file_type().map_err(|e| fail(e.to_string()))?;
             if name == ".git" {
                 if !dir.as_os_str().is_empty() {
@@ -99,7 +125,10 @@ pub fn protected_paths(worktree: &crate::worktree::Worktree) -> Result<Vec<PathB
             }
         }
     }
-    Ok(out)
+    Ok(Scan {
+        protected: out,
+        unplain,
+    })
 }
 
 /// Where a `.git` file (`gitdir: PATH`, as linked worktrees and submodules have) points, when
@@ -155,6 +184,34 @@ mod tests {
             .map(PathBuf::from)
             .collect();
         assert_eq!(found, expect);
+    }
+
+    #[test]
+    fn the_scan_finds_the_first_name_that_is_not_plain_at_any_depth() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let wt = tmp.path();
+        std::fs::create_dir_all(wt.join("src/routes")).expect("mkdir");
+        for plain in ["src/routes/+page.svelte", "src/a|b", "src/a b", "README"] {
+            std::fs::write(wt.join(plain), "").expect("write");
+        }
+        assert_eq!(scan(&open(wt)).expect("walk").unplain, None);
+        for (i, bad) in ["x|", "|x", " x", "x ", "<x", "+>x", "-", "a\nb", "a\x1bb"]
+            .iter()
+            .enumerate()
+        {
+            let dir = wt.join(format!("d{i}/deep"));
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            std::fs::write(dir.join(bad), "").expect("write");
+            let found = scan(&open(wt)).expect("walk").unplain;
+            assert_eq!(found, Some(PathBuf::from(format!("d{i}/deep/{bad}"))), "{bad:?}");
+            std::fs::remove_dir_all(wt.join(format!("d{i}"))).expect("rm");
+        }
+        // A directory's name counts too.
+        std::fs::create_dir_all(wt.join("src/id|")).expect("mkdir");
+        assert_eq!(
+            scan(&open(wt)).expect("walk").unplain,
+            Some(PathBuf::from("src/id|"))
+        );
     }
 
     #[test]

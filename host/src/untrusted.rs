@@ -57,28 +57,41 @@ pub fn neutralize(text: &str) -> String {
     out
 }
 
-/// Escapes lines a CI runner would execute as workflow commands: GitHub Actions reads a line
-/// starting with `::` (`::add-mask::`, `::set-output`, `::stop-commands::`), Azure Pipelines one
-/// starting with `##vso[` or `##[`, leading whitespace allowed. The first character of such a
-/// line is shown as its escape (`\u{3a}:add-mask::…`), so the line reads the same to a person
-/// and a model but no runner acts on it.
+/// Escapes what a CI runner would execute as a workflow command: GitHub Actions reads a line
+/// starting with `::` (`::add-mask::`, `::stop-commands::`, leading whitespace allowed), and
+/// runners find `##[…]`, `##vso[…]` (Azure Pipelines, GitHub's legacy parser) and
+/// `##teamcity[…]` anywhere in a line: every `##`, optionally followed by a word, then `[`. The
+/// first character of each is shown as its escape (`\u{3a}:add-mask::…`, `\u{23}#vso[`), so
+/// the text reads the same to a person and a model but no runner acts on it.
 pub fn defuse_workflow_commands(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
         let trimmed = line.trim_start();
         let indent = &line[..line.len() - trimmed.len()];
-        let lower = trimmed.to_ascii_lowercase();
-        if trimmed.starts_with("::") || lower.starts_with("##vso[") || trimmed.starts_with("##[") {
-            let first = trimmed.chars().next().unwrap_or(':');
-            let _ = write!(
-                out,
-                "{indent}\\u{{{:x}}}{}",
-                first as u32,
-                &trimmed[first.len_utf8()..]
-            );
-        } else {
-            out.push_str(line);
+        out.push_str(indent);
+        let rest = match trimmed.strip_prefix(':') {
+            Some(rest) if rest.starts_with(':') => {
+                out.push_str("\\u{3a}");
+                rest
+            }
+            _ => trimmed,
+        };
+        let bytes = rest.as_bytes();
+        let mut from = 0;
+        // Every start of `##`, overlapping ones included (`###[` holds `##[` at 1).
+        let starts = (0..bytes.len().saturating_sub(1)).filter(|&i| bytes[i] == b'#' && bytes[i + 1] == b'#');
+        for at in starts {
+            let word_end = bytes[at + 2..]
+                .iter()
+                .position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')))
+                .map_or(bytes.len(), |n| at + 2 + n);
+            if bytes.get(word_end) == Some(&b'[') {
+                out.push_str(&rest[from..at]);
+                out.push_str("\\u{23}");
+                from = at + 1;
+            }
         }
+        out.push_str(&rest[from..]);
     }
     out
 }
@@ -165,24 +178,58 @@ mod tests {
         assert!(out.contains("\\u{1b}[31m") && out.contains("\ttab") && out.contains("\\u{202e}"));
     }
 
+    /// What a runner would act on: a `::` line start, or `##…[` anywhere.
+    fn runner_would_act(line: &str) -> bool {
+        let t = line.trim_start();
+        let lower = line.to_ascii_lowercase();
+        t.starts_with("::")
+            || lower
+                .char_indices()
+                .filter(|(at, _)| lower[*at..].starts_with("##"))
+                .any(|(at, _)| {
+                    let rest = &lower[at + 2..];
+                    let word = rest
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+                        .unwrap_or(rest.len());
+                    rest[word..].starts_with('[')
+                })
+    }
+
     #[test]
     fn workflow_commands_never_start_a_line() {
         let text = "ok\n::add-mask::secret\n  ::set-output name=x::y\n::stop-commands::tok\n##vso[task.setvariable variable=x]y\n##[group]g\n##VSO[task.complete]\nnot::this\n";
         let out = wrap("scan", "stdout", &captured(text, 4096), &Nonce::fixed("n"));
         for line in out.lines() {
-            let t = line.trim_start();
-            assert!(
-                !t.starts_with("::")
-                    && !t.to_ascii_lowercase().starts_with("##vso[")
-                    && !t.starts_with("##["),
-                "{line:?} in\n{out}"
-            );
+            assert!(!runner_would_act(line), "{line:?} in\n{out}");
         }
         assert!(
             out.contains("\\u{3a}:add-mask::secret") && out.contains("\\u{23}#vso[task.setvariable"),
             "{out}"
         );
         assert!(out.contains("not::this"));
+    }
+
+    #[test]
+    fn workflow_commands_inside_a_line_are_defused_too() {
+        let text = "x ##[add-mask]secret\nfile.rs:1: ##[stop-commands]tok\nmsg ##vso[task.setvariable variable=a]b\n\
+                    a##VsO[task.complete]\n##teamcity[buildStatus text='x']\n###vso[x]\n####[a]##[b]\n\
+                    a ##task.x-y_z[q]\n  ::warning::x\n";
+        let out = defuse_workflow_commands(text);
+        for line in out.lines() {
+            assert!(!runner_would_act(line), "{line:?} in\n{out}");
+        }
+        assert_eq!(out.lines().count(), text.lines().count());
+        // Text that only looks alike stays as it is.
+        for plain in [
+            "# heading ## two",
+            "a ## [b]",
+            "x##",
+            "c++ ::std::vec",
+            "## Title",
+            "a::b",
+        ] {
+            assert_eq!(defuse_workflow_commands(plain), plain);
+        }
     }
 
     #[test]

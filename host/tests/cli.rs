@@ -1157,3 +1157,54 @@ fn a_closed_stdout_ends_output_quietly() {
         assert!(!err.contains("status 101"), "{command}: {err}");
     }
 }
+
+/// A `--changed-files` FIFO is read like a file within the timeout: one with a writer works
+/// (`<(git diff --name-only)`), one whose writer never comes ends with an error, not a hang.
+#[test]
+fn a_changed_files_fifo_is_read_within_the_timeout() {
+    let fx = Fixture::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("changes");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let started = std::time::Instant::now();
+    let out = wrun_cmd(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--timeout",
+            "2s",
+            "--changed-files",
+            fifo.to_str().unwrap(),
+            GUEST_WASM,
+            "--",
+            "stdin",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 125, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("within the timeout"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    // The twin: a writer.
+    let path = fifo.clone();
+    let writer = std::thread::spawn(move || std::fs::write(path, "src/lib.rs\n"));
+    let out = wrun_cmd(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--changed-files",
+            fifo.to_str().unwrap(),
+            GUEST_WASM,
+            "--",
+            "stdin",
+        ],
+    )
+    .output()
+    .unwrap();
+    writer.join().unwrap().unwrap();
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let list: serde_json::Value = serde_json::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    assert_eq!(list["files"][0]["path"], "src/lib.rs");
+}

@@ -16,6 +16,8 @@ use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::{Mode, SFlag, fstat};
 
 use crate::Error;
+#[cfg(target_os = "linux")]
+use crate::beneath;
 use crate::capture::Captured;
 use crate::env::{self, DroppedEnv};
 use crate::job::{Access, Job, Mount, Program, SandboxMode, Stdin};
@@ -45,6 +47,9 @@ pub(crate) struct Checked {
     /// The components of protected paths that do not exist, on the host, outermost first (a
     /// backend that makes mount points there removes them after the run).
     pub(crate) missing_protected: Vec<PathBuf>,
+    /// For each writable mount with protected paths (by index in `mounts`): the names of its
+    /// protected paths, and the entries with those names beneath it before the run.
+    named_before: Vec<NamedBefore>,
     /// The environment after the guard.
     pub(crate) env: Vec<(String, String)>,
     pub(crate) env_dropped: Vec<DroppedEnv>,
@@ -72,6 +77,10 @@ impl Checked {
         let started = Instant::now();
         job.limits.validate()?;
         let (mounts, missing_protected) = check_mounts(&job, rules)?;
+        #[cfg(target_os = "linux")]
+        let named_before = named_entries(&mounts)?;
+        #[cfg(not(target_os = "linux"))]
+        let named_before = Vec::new();
         let guarded = env::guard(&job.env);
         Ok(Self {
             has_worktree: job.worktree.is_some(),
@@ -79,6 +88,7 @@ impl Checked {
             args: job.args,
             mounts,
             missing_protected,
+            named_before,
             env: guarded.vars,
             env_dropped: guarded.dropped,
             stdin: job.stdin,
@@ -93,9 +103,47 @@ impl Checked {
         self.mounts.first().filter(|_| self.has_worktree)
     }
 
+    /// Removes what the run created beneath a writable mount with the name of one of its
+    /// protected paths (`.git` protected at the top: a new `sub/.git` with hooks would run on
+    /// the host the next time git runs in `sub/`), and returns it as guest paths.
+    #[cfg(target_os = "linux")]
+    fn sweep(&self) -> Vec<String> {
+        let mut removed = Vec::new();
+        for (index, names, before) in &self.named_before {
+            let Some(mount) = self.mounts.get(*index) else {
+                continue;
+            };
+            let Ok(root) = beneath::open_root(&mount.host) else {
+                continue;
+            };
+            let Some(after) = beneath::find_named(&root, names) else {
+                continue;
+            };
+            for path in after.into_iter().filter(|p| !before.contains(p)) {
+                // A protected path's own mount point (made for one that was missing) is the
+                // backend's to remove; anything else new goes.
+                let guest = format!("{}/{}", mount.guest.trim_end_matches('/'), path.display());
+                if beneath::remove(&root, &path).is_ok() {
+                    removed.push(guest);
+                } else {
+                    removed.push(format!("{guest} (could not be removed)"));
+                }
+            }
+        }
+        removed
+    }
+
+    /// Nothing to sweep where nothing was recorded.
+    #[cfg(not(target_os = "linux"))]
+    fn sweep(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The Outcome of a run that ended as `ended` says, on `backend`.
     pub(crate) fn outcome(&self, ended: Ended, backend: Backend) -> Outcome {
+        let removed = self.sweep();
         Outcome {
+            removed,
             status: ended.status,
             stdout: ended.stdout,
             stderr: ended.stderr,
@@ -125,6 +173,43 @@ impl Checked {
 /// lie inside one mounted before it (`/work/.git/config` after `/work`). Host paths must be
 /// existing directories (or files, where `rules` allows), made canonical (bwrap resolves sources
 /// from `/`). Also returns the protected paths that do not exist.
+/// A writable mount's index, the names of its protected paths, and the entries with those
+/// names beneath it before the run.
+type NamedBefore = (usize, Vec<std::ffi::OsString>, Vec<PathBuf>);
+
+/// For each writable mount with protected paths: their names and the entries with those
+/// names beneath it now. Refuses the job when the tree is too large to look through.
+#[cfg(target_os = "linux")]
+fn named_entries(mounts: &[Mount]) -> Result<Vec<NamedBefore>, Error> {
+    let mut out = Vec::new();
+    for (index, mount) in mounts.iter().enumerate() {
+        if mount.access != Access::ReadWrite || mount.protected.is_empty() {
+            continue;
+        }
+        let mut names: Vec<std::ffi::OsString> = mount
+            .protected
+            .iter()
+            .filter_map(|p| p.file_name().map(ToOwned::to_owned))
+            .collect();
+        names.sort();
+        names.dedup();
+        let bad = |reason: String| Error::Mount {
+            host: mount.host.clone(),
+            guest: mount.guest.clone(),
+            reason,
+        };
+        let root = beneath::open_root(&mount.host).map_err(|e| bad(format!("cannot open it: {e}")))?;
+        let before = beneath::find_named(&root, &names).ok_or_else(|| {
+            bad("it has too many entries to find what a helper might create with a protected path's name; run the helper read-only".to_owned())
+        })?;
+        out.push((index, names, before));
+    }
+    Ok(out)
+}
+
+/// The most directories a non-executable mount keeps executable.
+pub(crate) const MAX_EXEC_EXEMPT: usize = 8;
+
 fn check_mounts(job: &Job, rules: MountRules<'_>) -> Result<(Vec<Mount>, Vec<PathBuf>), Error> {
     let inside = |a: &str, b: &str| b == "/" || a.starts_with(&format!("{}/", b.trim_end_matches('/')));
     let mut out: Vec<Mount> = Vec::new();
@@ -191,8 +276,27 @@ fn check_mounts(job: &Job, rules: MountRules<'_>) -> Result<(Vec<Mount>, Vec<Pat
                 }
             }
         }
+        if let Some(except) = &mount.no_exec_except {
+            if !job.worktree.as_ref().is_some_and(|w| std::ptr::eq(w, mount)) {
+                return Err(bad("only the worktree mount can be made non-executable"));
+            }
+            if except.len() > MAX_EXEC_EXEMPT {
+                return Err(bad(&format!(
+                    "at most {MAX_EXEC_EXEMPT} directories can stay executable"
+                )));
+            }
+            if let Some(name) = except
+                .iter()
+                .find(|n| n.is_empty() || *n == "." || *n == ".." || n.contains(['/', '\0']))
+            {
+                return Err(bad(&format!(
+                    "{name:?} cannot stay executable: name a directory at the top of the mount"
+                )));
+            }
+        }
         let mut checked = Mount::new(host, guest, mount.access);
         checked.protected = protected;
+        checked.no_exec_except = mount.no_exec_except.clone();
         out.push(checked);
     }
     Ok((out, missing))

@@ -71,6 +71,10 @@ pub struct Mount {
     /// cannot be changed, replaced, renamed or removed, and one that does not exist cannot be
     /// created. Every backend enforces them or refuses the job (see [`Mount::protect`]).
     pub protected: Vec<PathBuf>,
+    /// When set, nothing beneath the mount can be executed or mapped executable (`noexec`),
+    /// except beneath these directories at its top (single names; a missing one, or one that
+    /// is not a directory, exempts nothing). See [`Mount::no_exec`].
+    pub no_exec_except: Option<Vec<String>>,
 }
 
 impl Mount {
@@ -81,7 +85,27 @@ impl Mount {
             guest: guest.into(),
             access,
             protected: Vec::new(),
+            no_exec_except: None,
         }
+    }
+
+    /// Makes the worktree's files data: no program beneath it can be executed and no file
+    /// mapped executable (a shared library, a plugin), whoever tries (the helper, a tool it
+    /// runs, a tool that runs what a project ships), except beneath `except` (names of
+    /// directories at the top of the mount, such as `.ai`).
+    ///
+    /// The native backend mounts the worktree `noexec` in a mount namespace of the job's own
+    /// before the sandbox binds it, with each exempt directory bound back over itself; an
+    /// unsandboxed run (sandbox mode `auto` without bwrap, or `off`) confines nothing and
+    /// ignores it. A wasm guest cannot execute files, so the wasm backend has nothing to do.
+    /// Only the worktree mount takes it; on another the job is refused.
+    pub fn no_exec<I, S>(mut self, except: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.no_exec_except = Some(except.into_iter().map(Into::into).collect());
+        self
     }
 
     /// Keeps `paths` (relative to the mount, without `..`) read-only in a writable mount.

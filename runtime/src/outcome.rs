@@ -182,6 +182,11 @@ pub struct Outcome {
     pub backend: Backend,
     /// Environment variables the runtime's guard dropped (names only).
     pub env_dropped: Vec<DroppedEnv>,
+    /// What the helper created beneath a writable mount with the name of one of its protected
+    /// paths (a nested `.git` with hooks, when `.git` is protected), removed after the run, as
+    /// guest paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
 }
 
 impl Outcome {
@@ -196,6 +201,7 @@ impl Outcome {
             usage: Usage::default(),
             backend,
             env_dropped,
+            removed: Vec::new(),
         }
     }
 }

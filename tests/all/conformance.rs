@@ -412,3 +412,62 @@ fn missing_protected_paths_leave_nothing_behind() {
     }
     let _ = rt();
 }
+
+/// A protected path's name may not appear anew beneath a writable worktree: a helper that
+/// makes `src/n/.git` (a repository of its own, with a hook that would run on the host the
+/// next time git runs in `src/n`) or a `.git` file pointing at a planted directory finds it
+/// removed after the run, on every backend, and the Outcome names it. What was there before,
+/// nested repositories included, stays.
+#[test]
+fn a_new_nested_git_is_removed_after_the_run_on_every_backend() {
+    let wasm_steps_list: &[&[&str]] = &[
+        &["mkdir", "src/n"],
+        // Each step is a run of its own: the `.git` made by one is gone before the next.
+        &["mkdir", "src/n/.git"],
+        &["write", "src/.git", "gitdir: n"],
+        &["write", "src/n/kept.txt", "ok"],
+    ];
+    let check = |tree: &Tree, removed: &[String], backend: &str| {
+        let mut removed = removed.to_vec();
+        removed.sort();
+        assert_eq!(
+            removed,
+            vec!["/work/src/.git".to_owned(), "/work/src/n/.git".to_owned()],
+            "{backend}"
+        );
+        assert!(
+            !tree.path.join("src/n/.git").exists() && !tree.path.join("src/.git").exists(),
+            "{backend}"
+        );
+        assert!(
+            tree.path.join("src/n/kept.txt").exists(),
+            "{backend}: the helper's other files stay"
+        );
+        for kept in [
+            "sub/.git/config",
+            "vendor/lib/.git/config",
+            "sub2/.git",
+            ".git/config",
+        ] {
+            assert!(
+                tree.path.join(kept).exists(),
+                "{backend}: {kept} was there before"
+            );
+        }
+    };
+    let tree = Tree::new(false);
+    let mut removed = Vec::new();
+    for out in wasm_steps(&tree, wasm_steps_list) {
+        assert!(ok(&out), "wasm: {}", out.stderr.text());
+        removed.extend(out.removed);
+    }
+    check(&tree, &removed, "wasm");
+    let tree = Tree::new(false);
+    if let Some(out) = native_step(
+        &tree,
+        "mkdir -p src/n/.git/hooks && echo evil > src/n/.git/hooks/pre-commit && echo 'gitdir: n' > src/.git && echo ok > src/n/kept.txt",
+    ) {
+        assert!(ok(&out), "native: {}", out.stderr.text());
+        check(&tree, &out.removed, "native");
+    }
+}

@@ -2,15 +2,14 @@
 //! resolution, printed instead of run).
 
 use crate::cli::out::{note, say};
-use std::io::Write;
 use std::path::PathBuf;
 
 use crate::cli::exit;
 use anyhow::Context;
 use clap::Args;
+use wrun_host::ambient;
 use wrun_host::policy::Policy;
 use wrun_host::session::{HelperRequest, Session};
-use wrun_host::{ambient, untrusted};
 use wrun_runtime::{Backend, Runner, SandboxMode, WasmConfig, WasmSandbox};
 
 #[derive(Debug, Args)]
@@ -70,7 +69,8 @@ pub(crate) struct HelperCmd {
     common: HelperArgs,
 
     /// Print the output for a language model: each stream between markers that carry a random
-    /// nonce, control characters neutralized.
+    /// nonce, control characters and CI workflow commands neutralized (with `--format`, the
+    /// findings so rendered instead of the raw stdout).
     #[arg(long, conflicts_with = "json")]
     for_model: bool,
 
@@ -80,7 +80,7 @@ pub(crate) struct HelperCmd {
 
     /// How to print the helper's stdout: `raw` as written; `text` or `sarif` (SARIF 2.1.0) to read
     /// it as findings (JSON Lines of the wrun-guest protocol).
-    #[arg(long, value_enum, default_value = "raw", conflicts_with = "for_model")]
+    #[arg(long, value_enum, default_value = "raw")]
     format: crate::cli::run::Format,
 
     /// The pull request's changed files, handed to the helper on stdin as the wrun-guest
@@ -174,9 +174,7 @@ impl HelperCmd {
         let (plan, outcome) = session.run(&runner, prepared, stdin).await?;
         let timeout = plan.job.parts().limits.timeout;
         if self.for_model {
-            let nonce = untrusted::Nonce::random()
-                .map_err(|e| anyhow::anyhow!("no randomness for the nonce: {e}"))?;
-            crate::cli::out::Out.write_all(untrusted::render(&plan.helper, &outcome, &nonce).as_bytes())?;
+            crate::cli::run::print_for_model(&outcome, self.format, &plan.helper, timeout)?;
         } else {
             crate::cli::run::print_outcome(&outcome, self.format, self.json, &plan.helper, timeout)?;
         }

@@ -323,6 +323,38 @@ pub(crate) fn print_outcome(
     Ok(())
 }
 
+/// Writes the outcome for a language model ([`wrun_host::untrusted::render`]): the helper's
+/// stdout as written, or, with `--format text|sarif`, its findings so rendered, each stream
+/// between nonce-carrying markers.
+pub(crate) fn print_for_model(
+    outcome: &Outcome,
+    format: Format,
+    tool: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let nonce = wrun_host::untrusted::Nonce::random()
+        .map_err(|e| anyhow::anyhow!("no randomness for the nonce: {e}"))?;
+    let mut shown = outcome.clone();
+    if format != Format::Raw {
+        let parsed = wrun_host::findings::parse(&outcome.stdout);
+        let rendered = if format == Format::Text {
+            wrun_host::findings::to_text(&parsed)
+        } else {
+            let invocation = wrun_host::findings::Invocation {
+                tool,
+                status: &outcome.status,
+                timeout,
+            };
+            serde_json::to_string_pretty(&wrun_host::findings::to_sarif(&parsed, &invocation))?
+        };
+        let capture = wrun_runtime::Capture::new(ByteSize(rendered.len() as u64 + 1));
+        capture.push(rendered.as_bytes());
+        shown.stdout = capture.finish();
+    }
+    Out.write_all(wrun_host::untrusted::render(tool, &shown, &nonce).as_bytes())?;
+    Ok(())
+}
+
 /// Refuses a memory limit below what the module declares it starts with.
 fn check_module_memory(module: &WasmModule, memory: ByteSize, path: &std::path::Path) -> anyhow::Result<()> {
     let Ok(report) = wrun_host::check::inspect(module.bytes(), |_| true) else {
@@ -542,8 +574,27 @@ pub(crate) async fn changed_files(path: &std::path::Path, timeout: Duration) -> 
             .map_err(|_| anyhow::anyhow!("--changed-files -: stdin did not end within the timeout"))?
             .context("reading the changed-file list from stdin")?;
     } else {
-        std::fs::File::open(path)
-            .and_then(|f| f.take(MAX_CHANGED_FILES + 1).read_to_end(&mut bytes))
+        // A FIFO (`<(git diff --name-only …)`) is read like a file, within the timeout: one
+        // whose writer never comes or never ends does not hang wrun.
+        // A thread of its own, not the runtime's blocking pool: one left waiting on a FIFO
+        // must not keep wrun from exiting.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let owned = path.to_owned();
+        std::thread::spawn(move || {
+            let mut read = Vec::new();
+            let result = std::fs::File::open(&owned)
+                .and_then(|f| std::io::Read::take(f, MAX_CHANGED_FILES + 1).read_to_end(&mut read));
+            let _ = tx.send(result.map(|_| read));
+        });
+        bytes = tokio::time::timeout(timeout, rx)
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "--changed-files {}: did not end within the timeout",
+                    path.display()
+                )
+            })?
+            .map_err(|_| anyhow::anyhow!("--changed-files {}: the reader stopped", path.display()))?
             .with_context(|| format!("reading --changed-files {}", path.display()))?;
     }
     anyhow::ensure!(
@@ -555,8 +606,9 @@ pub(crate) async fn changed_files(path: &std::path::Path, timeout: Duration) -> 
     let text =
         String::from_utf8(bytes).with_context(|| format!("--changed-files {}: not UTF-8", path.display()))?;
     if text.trim_start().starts_with('{') {
-        wrun_guest::Changes::parse(text.as_bytes())
+        let changes = wrun_guest::Changes::parse(text.as_bytes())
             .map_err(|e| anyhow::anyhow!("--changed-files {}: {e}", path.display()))?;
+        plain_names(&changes, path)?;
         return Ok(text.into_bytes());
     }
     let files: Vec<serde_json::Value> = text
@@ -567,9 +619,35 @@ pub(crate) async fn changed_files(path: &std::path::Path, timeout: Duration) -> 
         .collect();
     let list = serde_json::json!({"wrun_changes": 1, "files": files});
     let bytes = serde_json::to_vec(&list)?;
-    wrun_guest::Changes::parse(&bytes)
+    let changes = wrun_guest::Changes::parse(&bytes)
         .map_err(|e| anyhow::anyhow!("--changed-files {}: {e}", path.display()))?;
+    plain_names(&changes, path)?;
     Ok(bytes)
+}
+
+/// Refuses a changed-file list naming a file a helper could not open as a plain name: the
+/// pull request chooses its file names, and a helper (or an upstream perl script) opening
+/// `cmd|` with perl's `<>` or two-argument `open` runs `cmd`; a control character splits
+/// or rewrites a line-based list or a terminal.
+fn plain_names(changes: &wrun_guest::Changes, path: &std::path::Path) -> anyhow::Result<()> {
+    for file in changes.files.iter().flatten() {
+        if file.path.chars().any(char::is_control) {
+            anyhow::bail!(
+                "--changed-files {}: the path {:?} contains a control character; refused",
+                path.display(),
+                file.path
+            );
+        }
+        if let Some(name) = wrun_host::args::magic_component(&file.path) {
+            anyhow::bail!(
+                "--changed-files {}: the path {:?} has a name ({name:?}) that {}",
+                path.display(),
+                file.path,
+                wrun_host::args::MAGIC_REASON
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Writes the outcome: as JSON, or as the helper's own streams plus a diagnostic line on
@@ -587,6 +665,12 @@ pub(crate) fn report(outcome: &Outcome, json: bool, timeout: Duration) -> anyhow
     stderr.write_all(&outcome.stderr.rendered)?;
     for dropped in &outcome.env_dropped {
         writeln!(stderr, "wrun: dropped env {} ({})", dropped.name, dropped.reason)?;
+    }
+    for removed in &outcome.removed {
+        writeln!(
+            stderr,
+            "wrun: removed {removed}: the helper created it, and git would read it as a repository (hooks, configuration)"
+        )?;
     }
     let note = match &outcome.status {
         Status::Exited { .. } => None,

@@ -602,6 +602,15 @@ impl Checker<'_> {
                             };
                             if c == 'a' {
                                 let var = value.unwrap_or_default();
+                                let plain = var.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                                    && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                                if !plain {
+                                    return Err(refuse(
+                                        Rule::Assignment,
+                                        "`read -a` needs a plain literal array name",
+                                        &w.raw,
+                                    ));
+                                }
                                 self.assignable(&var, &w.raw)?;
                                 self.assign(&var, false);
                                 self.arrays.insert(var);

@@ -997,6 +997,10 @@ fn declared_elements_fd_variables_bash_arrays_and_indirect_spreads() {
     all_refused(
         Rule::Assignment,
         &[
+            "k=a; read -a \"$k\" < f",
+            "read -a \"$(cat f)\" < f",
+            "read -ra < f",
+            "read -a 'x[$(id)]' < f",
             "read -r DIRSTACK < f",
             "GROUPS=x",
             "COMP_WORDS=x",
@@ -1018,6 +1022,8 @@ fn declared_elements_fd_variables_bash_arrays_and_indirect_spreads() {
         "r=x; x=1; echo \"${!r}\"",
         "IFS=, read -ra arr < f; r='arr[@]'; grep -c x -- \"${!r}\"",
         "echo \"{a}\"",
+        "echo {a}",
+        "echo {a} x {b_1}",
         "ls > ./out.txt",
     ] {
         ok(program);

@@ -563,15 +563,17 @@ impl<'r> Checker<'r> {
         let reads = simple.word_or_name.as_ref().is_some_and(|w| w.value == "read");
         let mut args: Vec<Word> = Vec::new();
         let mut stdin_fed = piped;
-        for item in simple
+        let items: Vec<(bool, &Item)> = simple
             .prefix
             .iter()
             .flat_map(|p| p.0.iter().map(|i| (true, i)))
             .chain(simple.suffix.iter().flat_map(|s| s.0.iter().map(|i| (false, i))))
-        {
+            .collect();
+        for (at, item) in items.iter().copied().enumerate() {
             match item {
                 (_, Item::Word(w)) => {
-                    if is_fd_variable(&w.value) {
+                    let redirects_next = matches!(items.get(at + 1), Some((_, Item::IoRedirect(_))));
+                    if redirects_next && is_fd_variable(&w.value) {
                         return Err(ShellError::new(
                             Rule::Evaluation,
                             "a word `{name}` right before a redirection makes bash store a descriptor number in the variable named inside (evaluating a subscript there, creating an array, setting bash's own variables); use a plain redirection",

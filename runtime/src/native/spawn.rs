@@ -20,7 +20,7 @@ use crate::capture::Captured;
 use crate::checked::Checked;
 use crate::job::Stdin;
 use crate::outcome::{Mechanism, Status};
-use crate::sys::spawner::Message;
+use crate::sys::spawner::{Message, NoExec};
 
 /// How long pipes are drained after the process tree is gone. A process that escaped the tree
 /// (only possible unsandboxed, without a cgroup) and holds stdout open is abandoned after this.
@@ -122,6 +122,15 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     let mut argv: Vec<&OsStr> = Vec::with_capacity(launch.args.len() + 1);
     argv.push(launch.program.as_os_str());
     argv.extend(launch.args.iter().map(OsString::as_os_str));
+    // A worktree of data only: made non-executable before bwrap binds it (an unsandboxed run
+    // confines nothing, and its confinement says so).
+    let no_exec = match launch.job.worktree() {
+        Some(worktree) if launch.sandboxed => worktree.no_exec_except.as_deref().map(|except| NoExec {
+            dir: worktree.host.as_path(),
+            except,
+        }),
+        _ => None,
+    };
     // Unsandboxed, the helper starts with no capabilities at all; in bwrap, bwrap drops them.
     let message = Message::new(
         launch.program,
@@ -130,6 +139,7 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
         cwd,
         &rlimits,
         !launch.sandboxed,
+        no_exec,
     )
     .map_err(spawn_err(&format!("preparing {}", launch.program.display())))?;
 

@@ -5,11 +5,12 @@
 //! async-signal-safe system calls (through [`sys`], one call per wrapper), no allocation (the
 //! buffers in [`ChildMemory`] were allocated before the fork), no lock, no panic.
 
+use std::ffi::CStr;
 use std::os::fd::RawFd;
 
 use nix::unistd::Pid;
 
-use super::wire::{self, DROP_PRIVILEGES, ENDED, Event, FAILED, Received, STARTED};
+use super::wire::{self, DROP_PRIVILEGES, ENDED, Event, FAILED, MAX_EXEMPT, NO_EXEC, Received, STARTED};
 
 /// The descriptor number of the control socket in the spawner.
 const CONTROL: RawFd = 4;
@@ -30,6 +31,10 @@ struct Launch<'a> {
     command: &'a Received<'a>,
     fds: &'a [RawFd],
     spawner: libc::pid_t,
+    /// The spawner's effective user and group, which a child in a user namespace of its own
+    /// maps to themselves.
+    uid: libc::uid_t,
+    gid: libc::gid_t,
     errno: i32,
 }
 
@@ -110,7 +115,16 @@ fn run(command: &Received<'_>, fds: &[RawFd], memory: ChildMemory, me: libc::pid
         command,
         fds,
         spawner: me,
+        uid: sys::geteuid(),
+        gid: sys::getegid(),
         errno: 0,
+    };
+    // A non-executable directory needs a mount namespace, which an unprivileged process gets
+    // with a user namespace of its own.
+    let namespaces = if command.flags & NO_EXEC != 0 {
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNS
+    } else {
+        0
     };
     // SAFETY: the child runs `launch_child` on its own stack (`stack_top`, this process's copy
     // of a buffer allocated before the fork) in this process's memory while this process is
@@ -120,7 +134,7 @@ fn run(command: &Received<'_>, fds: &[RawFd], memory: ChildMemory, me: libc::pid
         libc::clone(
             launch_child,
             memory.stack_top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | namespaces | libc::SIGCHLD,
             (&raw mut launch).cast(),
         )
     };
@@ -213,6 +227,11 @@ extern "C" fn launch_child(arg: *mut libc::c_void) -> libc::c_int {
             return failed(launch);
         }
     }
+    if let Some(dir) = command.no_exec
+        && !no_exec(launch, dir)
+    {
+        return failed(launch);
+    }
     if sys::chdir(command.cwd) < 0 {
         return failed(launch);
     }
@@ -223,6 +242,168 @@ extern "C" fn launch_child(arg: *mut libc::c_void) -> libc::c_int {
     // entry a NUL-terminated string in the received message, all alive until exec.
     unsafe { sys::execve(command.program, command.argv, command.envp) };
     failed(launch)
+}
+
+/// In the child's own user and mount namespace: maps the spawner's user and group to
+/// themselves, keeps mounts from propagating back, binds `dir` over itself `noexec` (and
+/// `nosuid`, `nodev`, keeping the flags it had), then binds each exempt directory back over
+/// itself from the original mount. False if a step fails: the program must not start.
+fn no_exec(launch: &Launch<'_>, dir: &CStr) -> bool {
+    let map = |id: u64| {
+        let mut l = Line::new();
+        l.number(id);
+        l.push(b" ");
+        l.number(id);
+        l.push(b" 1\n");
+        l
+    };
+    let mut deny = Line::new();
+    deny.push(b"deny\n");
+    let maps = [
+        (c"/proc/self/setgroups", deny),
+        (c"/proc/self/uid_map", map(launch.uid.into())),
+        (c"/proc/self/gid_map", map(launch.gid.into())),
+    ];
+    for (file, text) in &maps {
+        let fd = sys::open(file, libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let written = sys::write_all(fd, text.bytes());
+        sys::close(fd);
+        if !written {
+            return false;
+        }
+    }
+    if sys::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE) < 0 {
+        return false;
+    }
+    let original = sys::open(dir, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
+    if original < 0 {
+        return false;
+    }
+    // The exempt directories as they are now, before the non-executable mount hides them; a
+    // missing one, a link or a file exempts nothing.
+    let mut exempt = [-1 as RawFd; MAX_EXEMPT];
+    for (slot, name) in exempt.iter_mut().zip(launch.command.exempt()) {
+        *slot = sys::openat(
+            original,
+            name,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        );
+    }
+    let done = |ok: bool| {
+        sys::close(original);
+        for &fd in exempt.iter().filter(|&&fd| fd >= 0) {
+            sys::close(fd);
+        }
+        ok
+    };
+    if sys::mount(Some(dir), dir, None, libc::MS_BIND | libc::MS_REC) < 0 {
+        return done(false);
+    }
+    // A bind remount must keep the flags the mount had (in a user namespace they are locked).
+    let Some(had) = sys::statvfs_flags(dir) else {
+        return done(false);
+    };
+    let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOEXEC | libc::MS_NOSUID | libc::MS_NODEV;
+    for (st, ms) in [
+        (libc::ST_RDONLY, libc::MS_RDONLY),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if had & st != 0 {
+            flags |= ms;
+        }
+    }
+    if sys::mount(None, dir, None, flags) < 0 {
+        return done(false);
+    }
+    let mounted = sys::open(dir, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
+    if mounted < 0 {
+        return done(false);
+    }
+    for (&fd, name) in exempt.iter().zip(launch.command.exempt()) {
+        if fd < 0 {
+            continue;
+        }
+        let mut source = Line::new();
+        source.push(b"/proc/self/fd/");
+        source.number(fd as u64);
+        let mut target = Line::new();
+        target.push(b"/proc/self/fd/");
+        target.number(mounted as u64);
+        target.push(b"/");
+        target.push(name.to_bytes());
+        let (Some(source), Some(target)) = (source.c_str(), target.c_str()) else {
+            sys::close(mounted);
+            return done(false);
+        };
+        if sys::mount(Some(source), target, None, libc::MS_BIND | libc::MS_REC) < 0 {
+            sys::close(mounted);
+            return done(false);
+        }
+    }
+    sys::close(mounted);
+    done(true)
+}
+
+/// A short NUL-terminated line built without allocating (the child runs after `fork`).
+struct Line {
+    buf: [u8; 320],
+    len: usize,
+    overflow: bool,
+}
+
+impl Line {
+    fn new() -> Self {
+        Self {
+            buf: [0; 320],
+            len: 0,
+            overflow: false,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        // One byte stays free for the NUL.
+        let end = self.len + bytes.len();
+        if end >= self.buf.len() {
+            self.overflow = true;
+            return;
+        }
+        if let Some(dst) = self.buf.get_mut(self.len..end) {
+            dst.copy_from_slice(bytes);
+            self.len = end;
+        }
+    }
+
+    fn number(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[i..]);
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// The line as a C string; `None` if it did not fit.
+    fn c_str(&mut self) -> Option<&CStr> {
+        if self.overflow {
+            return None;
+        }
+        *self.buf.get_mut(self.len)? = 0;
+        CStr::from_bytes_with_nul(self.buf.get(..=self.len)?).ok()
+    }
 }
 
 /// Securebits (`linux/securebits.h`): root gets no capabilities on exec or from setuid
@@ -301,6 +482,44 @@ mod sys {
     pub(super) fn geteuid() -> libc::uid_t {
         // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() }
+    }
+
+    pub(super) fn getegid() -> libc::gid_t {
+        // SAFETY: getegid has no preconditions.
+        unsafe { libc::getegid() }
+    }
+
+    pub(super) fn openat(dir: RawFd, path: &CStr, flags: libc::c_int) -> libc::c_int {
+        // SAFETY: `path` is a NUL-terminated string that outlives the call.
+        unsafe { libc::openat(dir, path.as_ptr(), flags) }
+    }
+
+    /// `mount(source, target, NULL, flags, NULL)`.
+    pub(super) fn mount(
+        source: Option<&CStr>,
+        target: &CStr,
+        fstype: Option<&CStr>,
+        flags: libc::c_ulong,
+    ) -> libc::c_int {
+        let ptr = |s: Option<&CStr>| s.map_or(std::ptr::null(), CStr::as_ptr);
+        // SAFETY: every pointer is NULL or a NUL-terminated string that outlives the call.
+        unsafe { libc::mount(ptr(source), target.as_ptr(), ptr(fstype), flags, std::ptr::null()) }
+    }
+
+    /// The mount flags (`ST_*`) of the file system `path` is on.
+    pub(super) fn statvfs_flags(path: &CStr) -> Option<libc::c_ulong> {
+        let mut buf = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+        // SAFETY: `path` is NUL-terminated; `buf` is a live local the call fills.
+        let r = unsafe { libc::statvfs(path.as_ptr(), buf.as_mut_ptr()) };
+        // SAFETY: zeroed is a valid statvfs, and on success the call filled it.
+        (r == 0).then(|| unsafe { buf.assume_init() }.f_flag)
+    }
+
+    /// Writes all of `bytes` in one call; false if the call wrote less or failed.
+    pub(super) fn write_all(fd: RawFd, bytes: &[u8]) -> bool {
+        // SAFETY: `bytes` is valid for reads of its length for the whole call.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        n >= 0 && n as usize == bytes.len()
     }
 
     /// `_exit(code)`: ends the process without running anything of the host's.

@@ -25,4 +25,4 @@ mod parent;
 mod wire;
 
 pub(crate) use parent::{fork, receive, send};
-pub(crate) use wire::{Event, Message};
+pub(crate) use wire::{Event, Message, NoExec};

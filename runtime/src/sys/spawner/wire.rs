@@ -27,6 +27,23 @@ pub(super) const MAX_STRINGS: usize = 8 * 1024;
 /// `no_new_privs` (an unsandboxed helper; bwrap drops them itself inside the sandbox).
 pub(super) const DROP_PRIVILEGES: u32 = 1;
 
+/// Command flag: the string after the working directory names a directory to mount `noexec`
+/// (in a user and mount namespace of the program's own) before the program starts; the
+/// strings after it, names of directories at its top that stay executable.
+pub(super) const NO_EXEC: u32 = 2;
+
+/// The most directories a non-executable mount keeps executable, on the wire.
+pub(super) const MAX_EXEMPT: usize = 8;
+
+/// A directory made non-executable, and the names beneath it that stay executable.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NoExec<'a> {
+    /// The directory (a host path).
+    pub(crate) dir: &'a Path,
+    /// Names of directories at its top.
+    pub(crate) except: &'a [String],
+}
+
 /// The length of a command's fixed header.
 const HEADER: usize = 20;
 
@@ -52,13 +69,24 @@ impl Message {
         cwd: &Path,
         rlimits: &[(u32, u64, u64)],
         drop_privileges: bool,
+        no_exec: Option<NoExec<'_>>,
     ) -> io::Result<Self> {
         let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidInput, what.to_owned());
         if argv.len() + env.len() + 2 > MAX_STRINGS {
             return Err(invalid("too many arguments and environment variables"));
         }
+        if let Some(n) = &no_exec
+            && (n.except.len() > MAX_EXEMPT || n.except.iter().any(|e| !exempt_name(e.as_bytes())))
+        {
+            return Err(invalid(
+                "the directories kept executable must be at most 8 plain names",
+            ));
+        }
         let mut out = Vec::with_capacity(4096);
-        let flags = if drop_privileges { DROP_PRIVILEGES } else { 0 };
+        let mut flags = if drop_privileges { DROP_PRIVILEGES } else { 0 };
+        if no_exec.is_some() {
+            flags |= NO_EXEC;
+        }
         for n in [
             MAGIC,
             argv.len() as u32,
@@ -92,6 +120,12 @@ impl Message {
             string(format!("{name}={value}").as_bytes(), "an environment variable")?;
         }
         string(cwd.as_os_str().as_bytes(), "the working directory")?;
+        if let Some(n) = no_exec {
+            string(n.dir.as_os_str().as_bytes(), "the non-executable directory")?;
+            for name in n.except {
+                string(name.as_bytes(), "a directory kept executable")?;
+            }
+        }
         if out.len() > MAX_MESSAGE {
             return Err(invalid("the command line and environment are too large"));
         }
@@ -145,9 +179,28 @@ pub(super) struct Received<'a> {
     pub(super) argv: *const *const libc::c_char,
     pub(super) envp: *const *const libc::c_char,
     pub(super) cwd: &'a CStr,
+    /// With [`NO_EXEC`]: the directory to make non-executable.
+    pub(super) no_exec: Option<&'a CStr>,
+    /// With [`NO_EXEC`]: the names kept executable, NUL-terminated one after another.
+    exempt: &'a [u8],
 }
 
-impl Received<'_> {
+/// Whether `name` may be kept executable: one plain name.
+fn exempt_name(name: &[u8]) -> bool {
+    !name.is_empty() && name != b"." && name != b".." && !name.contains(&b'/') && !name.contains(&0)
+}
+
+impl<'a> Received<'a> {
+    /// The names kept executable beneath [`Received::no_exec`].
+    pub(super) fn exempt(&self) -> impl Iterator<Item = &'a CStr> + 'a {
+        let mut rest = self.exempt;
+        std::iter::from_fn(move || {
+            let s = CStr::from_bytes_until_nul(rest).ok()?;
+            rest = rest.get(s.to_bytes_with_nul().len()..)?;
+            Some(s)
+        })
+    }
+
     /// The `(resource, soft, hard)` rlimits of the command.
     pub(super) fn rlimits(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
         self.rlimits.chunks_exact(RLIMIT_LEN).filter_map(|c| {
@@ -176,7 +229,7 @@ pub(super) fn parse<'a>(message: &'a [u8], table: &'a mut [*const libc::c_char])
     let envc = u32_at(message, 8)? as usize;
     let nrlimits = u32_at(message, 12)? as usize;
     let flags = u32_at(message, 16)?;
-    if flags & !DROP_PRIVILEGES != 0 {
+    if flags & !(DROP_PRIVILEGES | NO_EXEC) != 0 {
         return None;
     }
     let rlimits_end = nrlimits.checked_mul(RLIMIT_LEN)?.checked_add(HEADER)?;
@@ -187,21 +240,41 @@ pub(super) fn parse<'a>(message: &'a [u8], table: &'a mut [*const libc::c_char])
         return None;
     }
     let mut at = rlimits_end;
-    let mut next = || -> Option<&'a CStr> {
-        let s = CStr::from_bytes_until_nul(message.get(at..)?).ok()?;
-        at = at.checked_add(s.to_bytes_with_nul().len())?;
+    let next = |at: &mut usize| -> Option<&'a CStr> {
+        let s = CStr::from_bytes_until_nul(message.get(*at..)?).ok()?;
+        *at = at.checked_add(s.to_bytes_with_nul().len())?;
         Some(s)
     };
-    let program = next()?;
+    let program = next(&mut at)?;
     for slot in table.get_mut(..argc)? {
-        *slot = next()?.as_ptr();
+        *slot = next(&mut at)?.as_ptr();
     }
     *table.get_mut(argc)? = std::ptr::null();
     for slot in table.get_mut(argc + 1..argc + 1 + envc)? {
-        *slot = next()?.as_ptr();
+        *slot = next(&mut at)?.as_ptr();
     }
     *table.get_mut(argc + 1 + envc)? = std::ptr::null();
-    let cwd = next()?;
+    let cwd = next(&mut at)?;
+    let (no_exec, exempt) = if flags & NO_EXEC != 0 {
+        let dir = next(&mut at)?;
+        if dir.to_bytes().first() != Some(&b'/') {
+            return None;
+        }
+        let start = at;
+        let mut count = 0;
+        while at < message.len() {
+            if !exempt_name(next(&mut at)?.to_bytes()) {
+                return None;
+            }
+            count += 1;
+        }
+        if count > MAX_EXEMPT {
+            return None;
+        }
+        (Some(dir), message.get(start..)?)
+    } else {
+        (None, &[][..])
+    };
     if at != message.len() {
         return None;
     }
@@ -213,6 +286,8 @@ pub(super) fn parse<'a>(message: &'a [u8], table: &'a mut [*const libc::c_char])
         // In bounds: `argc + 1 < slots <= table.len()`, checked above.
         envp: table.get(argc + 1..)?.as_ptr(),
         cwd,
+        no_exec,
+        exempt,
     })
 }
 
@@ -231,6 +306,7 @@ mod tests {
             Path::new("/tmp"),
             &[(libc::RLIMIT_CORE, 0, 0), (libc::RLIMIT_NOFILE, 64, 128)],
             true,
+            None,
         )
         .expect("valid");
         let mut table = vec![std::ptr::null(); 16];
@@ -265,7 +341,7 @@ mod tests {
         magic[0] ^= 1;
         assert!(parse(&magic, &mut table).is_none());
         let mut flags = message.0.clone();
-        flags[16] |= 2;
+        flags[16] |= 4;
         assert!(parse(&flags, &mut table).is_none(), "an unknown flag");
         // More strings than the table holds.
         let mut small = vec![std::ptr::null(); 4];
@@ -275,7 +351,42 @@ mod tests {
     #[test]
     fn new_refuses_nul_bytes_and_bad_names() {
         let nul = OsStr::from_bytes(b"a\0b");
-        assert!(Message::new(Path::new("/bin/true"), &[nul], &[], Path::new("/"), &[], false).is_err());
+        assert!(
+            Message::new(
+                Path::new("/bin/true"),
+                &[nul],
+                &[],
+                Path::new("/"),
+                &[],
+                false,
+                None
+            )
+            .is_err()
+        );
+        for bad in [
+            &["a/b".to_owned()][..],
+            &["..".to_owned()],
+            &[String::new()],
+            &vec!["a".to_owned(); 9],
+        ] {
+            let no_exec = NoExec {
+                dir: Path::new("/w"),
+                except: bad,
+            };
+            assert!(
+                Message::new(
+                    Path::new("/bin/true"),
+                    &[OsStr::new("t")],
+                    &[],
+                    Path::new("/"),
+                    &[],
+                    false,
+                    Some(no_exec)
+                )
+                .is_err(),
+                "{bad:?}"
+            );
+        }
         let env = vec![("A=B".to_owned(), "x".to_owned())];
         assert!(
             Message::new(
@@ -284,10 +395,50 @@ mod tests {
                 &env,
                 Path::new("/"),
                 &[],
-                false
+                false,
+                None
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_non_executable_directory_and_its_exemptions_round_trip() {
+        let except = vec![".ai".to_owned(), "tools".to_owned()];
+        let message = Message::new(
+            Path::new("/bin/true"),
+            &[OsStr::new("true")],
+            &[],
+            Path::new("/"),
+            &[],
+            false,
+            Some(NoExec {
+                dir: Path::new("/work/tree"),
+                except: &except,
+            }),
+        )
+        .expect("valid");
+        let mut table = vec![std::ptr::null(); 4];
+        let received = parse(&message.0, &mut table).expect("valid");
+        assert_eq!(received.flags, NO_EXEC);
+        assert_eq!(received.no_exec.map(CStr::to_bytes), Some(&b"/work/tree"[..]));
+        let names: Vec<&[u8]> = received.exempt().map(CStr::to_bytes).collect();
+        assert_eq!(names, vec![&b".ai"[..], b"tools"]);
+        for cut in 0..message.0.len() {
+            let _ = parse(&message.0[..cut], &mut table);
+        }
+        // A relative directory or an exemption with a slash is refused.
+        let mut relative = message.0.clone();
+        let at = relative
+            .windows(10)
+            .position(|w| w == b"/work/tree")
+            .expect("dir");
+        relative[at] = b'w';
+        assert!(parse(&relative, &mut table).is_none());
+        let mut slash = message.0.clone();
+        let at = slash.windows(5).position(|w| w == b"tools").expect("name");
+        slash[at + 1] = b'/';
+        assert!(parse(&slash, &mut table).is_none());
     }
 
     #[test]
