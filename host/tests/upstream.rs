@@ -123,6 +123,12 @@ run = "true"
 limits = {{ timeout = "0s" }}
 
 [[helper]]
+name = "patient"
+kind = "shell"
+run = "true"
+limits = {{ timeout = "45s", stdout_cap = "64KiB" }}
+
+[[helper]]
 name = "greedy"
 kind = "shell"
 run = "true"
@@ -1890,4 +1896,89 @@ fn a_symlinked_nested_git_is_refused_clearly() {
     std::fs::remove_file(r.path("pr/s3/.git")).unwrap();
     let o = r.helper("lint", &[]);
     assert_eq!(code(&o), 0, "{}", err(&o));
+}
+
+/// Issue 14: a refusal says each cause once (no `…: timeout 1h is above …` after the same
+/// words, no `(os error 2): No such file or directory (os error 2)`).
+#[test]
+fn refusals_say_each_cause_once() {
+    let r = Repos::new();
+    let mut samples = vec![
+        r.helper("greedy", &[]),
+        r.helper("zero-timeout", &[]),
+        r.helper("no-such-helper", &[]),
+        r.helper("runs-pr-code", &[]),
+        r.helper("stats-wrong-pin", &[]),
+    ];
+    samples.push(r.wrun(&[
+        "helper",
+        "marker",
+        "--repo",
+        "missing-dir",
+        "--base",
+        "origin/main",
+        "--policy",
+        "policy.toml",
+    ]));
+    samples.push(r.wrun(&[
+        "helper",
+        "marker",
+        "--repo",
+        "pr",
+        "--base",
+        "origin/main",
+        "--policy",
+        "missing.toml",
+    ]));
+    for o in &samples {
+        assert_eq!(code(o), 125, "{}", err(o));
+        let text = err(o);
+        let clauses: Vec<&str> = text
+            .split([':', ';', '\n'])
+            .map(str::trim)
+            .filter(|c| c.len() > 12)
+            .collect();
+        for (i, c) in clauses.iter().enumerate() {
+            assert!(!clauses[i + 1..].contains(c), "{c:?} repeated in {text}");
+        }
+        assert!(text.matches("(os error").count() <= 1, "{text}");
+    }
+}
+
+/// Issue 14: the one rule for limits, each side: a definition may raise a limit above the
+/// policy's default up to its ceiling and lower another; above the ceiling it is refused, not
+/// clamped.
+#[test]
+fn a_definition_sets_limits_up_to_the_ceiling_and_no_further() {
+    let r = Repos::new();
+    let o = r.wrun(&[
+        "explain",
+        "patient",
+        "--repo",
+        "pr",
+        "--base",
+        "origin/main",
+        "--policy",
+        "policy.toml",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let explained: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    let limits = &explained["limits"];
+    assert!(
+        limits.to_string().contains("45"),
+        "raised above the default of 20s: {limits}"
+    );
+    assert!(
+        limits.to_string().contains("65536"),
+        "lowered below the default of 1MiB: {limits}"
+    );
+    let o = r.helper("patient", &[]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let o = r.helper("greedy", &[]);
+    assert_eq!(code(&o), 125);
+    assert!(
+        err(&o).contains("[limits.ceiling]") && !err(&o).contains("clamp"),
+        "{}",
+        err(&o)
+    );
 }

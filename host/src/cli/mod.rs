@@ -78,12 +78,54 @@ impl Cli {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
                 // A refusal names its rule, as the audit log does.
+                let text = chain(&e);
                 match e.downcast_ref::<wrun_host::session::SessionError>() {
-                    Some(refusal) => note!("wrun: refused [{}]: {e:#}", refusal.rule()),
-                    None => note!("wrun: error: {e:#}"),
+                    Some(refusal) => note!("wrun: refused [{}]: {text}", refusal.rule()),
+                    None => note!("wrun: error: {text}"),
                 }
                 ExitCode::from(exit::REFUSED)
             }
         }
+    }
+}
+
+/// An error and its causes, each said once: a cause whose text an outer message already holds
+/// (an error that formats its source into its own message) is not repeated.
+pub(crate) fn chain(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        let text = text.trim();
+        if text.is_empty() || parts.iter().any(|p| p.contains(text)) {
+            continue;
+        }
+        parts.push(text.to_owned());
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot open the worktree /x: {source}")]
+    struct Embeds {
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = std::io::Error::from_raw_os_error(2);
+        let e = anyhow::Error::new(Embeds { source: io }).context("preparing the helper");
+        let text = chain(&e);
+        assert_eq!(text.matches("os error 2").count(), 1, "{text}");
+        assert!(
+            text.starts_with("preparing the helper: cannot open the worktree /x"),
+            "{text}"
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(chain(&plain), "outer: inner");
     }
 }
