@@ -152,12 +152,62 @@ pub struct Explanation<'a> {
     pub env: Vec<String>,
     /// Names dropped by the guard, with the reason.
     pub env_dropped: Vec<DroppedEnv>,
-    /// The limits.
+    /// The limits, as numbers in the units `limit_units` names.
     pub limits: &'a Limits,
+    /// The unit of each limit's number (`ms`, `bytes`, `count`).
+    pub limit_units: std::collections::BTreeMap<&'static str, &'static str>,
     /// The sandbox mode for native helpers (`wasm` helpers always run in wasmtime).
     pub sandbox: SandboxMode,
     /// Decisions.
     pub decisions: &'a [String],
+}
+
+impl Explanation<'_> {
+    /// The explanation for a person: one item per line, limits as a policy file writes them
+    /// (`timeout 30s`, `memory 256MiB`).
+    pub fn to_text(&self) -> String {
+        let word = |v: serde_json::Result<serde_json::Value>| {
+            v.ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        };
+        let mut out = format!(
+            "helper: {} ({})\ndefinition: {} at {}\nprogram: {}\n",
+            self.helper,
+            word(serde_json::to_value(self.kind)),
+            self.definition.git_ref,
+            self.definition.commit,
+            self.program
+        );
+        out.push_str(&format!(
+            "args: {}\n",
+            serde_json::to_string(self.args).unwrap_or_default()
+        ));
+        out.push_str("binds:\n");
+        for bind in &self.binds {
+            out.push_str(&format!("  {bind}\n"));
+        }
+        out.push_str(&format!("env: {}\n", self.env.join(", ")));
+        for dropped in &self.env_dropped {
+            out.push_str(&format!("env dropped: {} ({})\n", dropped.name, dropped.reason));
+        }
+        let limits: Vec<String> = self
+            .limits
+            .shown()
+            .into_iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        out.push_str(&format!("limits: {}\n", limits.join(", ")));
+        out.push_str(&format!(
+            "sandbox: {}\n",
+            word(serde_json::to_value(self.sandbox))
+        ));
+        out.push_str("decisions:\n");
+        for decision in self.decisions {
+            out.push_str(&format!("  - {decision}\n"));
+        }
+        out
+    }
 }
 
 impl Plan {
@@ -188,6 +238,7 @@ impl Plan {
             env: guarded.vars.into_iter().map(|(name, _)| name).collect(),
             env_dropped: guarded.dropped,
             limits: job.limits,
+            limit_units: Limits::units().into_iter().collect(),
             sandbox: self.sandbox,
             decisions: &self.decisions,
         }

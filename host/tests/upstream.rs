@@ -633,6 +633,7 @@ fn helper_sandbox_may_tighten_the_policy_but_not_loosen_it() {
     let explain = |sandbox: &str| {
         let args = [
             "explain",
+            "--json",
             "marker",
             "--repo",
             "pr",
@@ -667,6 +668,7 @@ fn explain_shows_the_job_with_env_names_only_and_runs_nothing() {
     let o = r.wrun_with(
         &[
             "explain",
+            "--json",
             "lint",
             "--repo",
             "pr",
@@ -1420,6 +1422,7 @@ fn git_in_a_shell_helper_prints_patches_and_arguments_arrive_as_given() {
     // explain names what stays read-only in a writable worktree.
     let o = r.wrun(&[
         "explain",
+        "--json",
         "rw",
         "--repo",
         "pr",
@@ -1953,6 +1956,7 @@ fn a_definition_sets_limits_up_to_the_ceiling_and_no_further() {
     let r = Repos::new();
     let o = r.wrun(&[
         "explain",
+        "--json",
         "patient",
         "--repo",
         "pr",
@@ -1972,6 +1976,27 @@ fn a_definition_sets_limits_up_to_the_ceiling_and_no_further() {
         limits.to_string().contains("65536"),
         "lowered below the default of 1MiB: {limits}"
     );
+    assert_eq!(explained["limit_units"]["timeout"], "ms");
+    assert_eq!(explained["limit_units"]["stdout_cap"], "bytes");
+    assert_eq!(explained["limit_units"]["max_processes"], "count");
+    // The text form writes limits as a policy file does.
+    let o = r.wrun(&[
+        "explain",
+        "patient",
+        "--repo",
+        "pr",
+        "--base",
+        "origin/main",
+        "--policy",
+        "policy.toml",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let text = out(&o);
+    assert!(
+        text.contains("timeout 45s") && text.contains("stdout_cap 64KiB"),
+        "{text}"
+    );
+    assert!(!text.contains("45000"), "{text}");
     let o = r.helper("patient", &[]);
     assert_eq!(code(&o), 0, "{}", err(&o));
     let o = r.helper("greedy", &[]);

@@ -149,12 +149,15 @@ pub struct LimitField {
 
 /// A value of one limit: parsed from text with units, zero detected, shown to people.
 trait LimitValue: Copy + PartialOrd {
+    /// The unit of the value's number in JSON (`ms`, `bytes`, `count`).
+    const UNIT: &'static str;
     fn parse_text(s: &str) -> Result<Self, String>;
     fn is_zero(&self) -> bool;
     fn show(&self) -> String;
 }
 
 impl LimitValue for Duration {
+    const UNIT: &'static str = "ms";
     fn parse_text(s: &str) -> Result<Self, String> {
         humantime::parse_duration(s.trim())
             .map_err(|e| format!("invalid duration {s:?}: {e} (write e.g. 30s, 500ms, 2m)"))
@@ -168,6 +171,7 @@ impl LimitValue for Duration {
 }
 
 impl LimitValue for ByteSize {
+    const UNIT: &'static str = "bytes";
     fn parse_text(s: &str) -> Result<Self, String> {
         s.parse().map_err(|e: ParseByteSizeError| e.to_string())
     }
@@ -182,6 +186,7 @@ impl LimitValue for ByteSize {
 macro_rules! count_value {
     ($($t:ty),*) => {$(
         impl LimitValue for $t {
+            const UNIT: &'static str = "count";
             fn parse_text(s: &str) -> Result<Self, String> {
                 s.trim().parse().map_err(|_| format!("invalid number {s:?}: expected a whole number"))
             }
@@ -247,6 +252,17 @@ macro_rules! limits {
             /// allowed; a metered run is still bounded by [`TIMEOUT_CEILING`]).
             pub fn ceilings() -> Self {
                 Self { $($field: $ceiling,)* }
+            }
+
+            /// Each limit as a policy file writes it (`30s`, `256MiB`, a count), `off` where
+            /// an optional one is unset.
+            pub fn shown(&self) -> Vec<(&'static str, String)> {
+                vec![$( (stringify!($field), show_field(&self.$field)), )*]
+            }
+
+            /// The unit of each limit's number in the JSON form (`ms`, `bytes`, `count`).
+            pub fn units() -> Vec<(&'static str, &'static str)> {
+                vec![$( (stringify!($field), unit_of::<$ty>()), )*]
             }
 
             /// Every limit within `ceilings`. An optional limit (fuel, CPU) with a ceiling must
@@ -369,6 +385,16 @@ impl<T: LimitValue> Field for Option<T> {
     fn value(&self) -> Option<T> {
         *self
     }
+}
+
+/// A limit as people write it; `off` for an unset optional one.
+fn show_field<F: Field>(field: &F) -> String {
+    field.value().map_or_else(|| "off".to_owned(), |v| v.show())
+}
+
+/// The unit of a limit's number in JSON.
+fn unit_of<F: Field>() -> &'static str {
+    <F::Value as LimitValue>::UNIT
 }
 
 /// `value` within `ceiling`; an optional value with a ceiling must be set.

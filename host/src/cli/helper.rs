@@ -94,6 +94,11 @@ pub(crate) struct HelperCmd {
 pub(crate) struct ExplainCmd {
     #[command(flatten)]
     common: HelperArgs,
+
+    /// Print the job as JSON (limits as numbers, their units in `limit_units`) instead of text
+    /// (limits as a policy file writes them: `30s`, `256MiB`).
+    #[arg(long)]
+    json: bool,
 }
 
 impl HelperArgs {
@@ -152,7 +157,12 @@ impl ExplainCmd {
     pub(crate) fn execute(self) -> anyhow::Result<u8> {
         let (session, request) = self.common.session()?;
         let plan = session.prepare(&request, ambient::var)?.plan?;
-        say!("{}", serde_json::to_string_pretty(&plan.explain())?)?;
+        let explained = plan.explain();
+        if self.json {
+            say!("{}", serde_json::to_string_pretty(&explained)?)?;
+        } else {
+            say!("{}", explained.to_text().trim_end())?;
+        }
         Ok(0)
     }
 }
