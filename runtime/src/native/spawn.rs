@@ -165,9 +165,15 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     let mut fds = vec![stdin_child.as_fd(), stdout_child.as_fd(), stderr_child.as_fd()];
     fds.extend(seccomp_fd.as_ref().map(AsFd::as_fd));
 
-    lease
-        .start(&message, &fds)
-        .map_err(spawn_err(&format!("starting {}", launch.program.display())))?;
+    let what = if no_exec.is_some() {
+        format!(
+            "starting {} in a user and mount namespace of its own, where the worktree is made non-executable (unprivileged user namespaces must be allowed, as bwrap itself needs)",
+            launch.program.display()
+        )
+    } else {
+        format!("starting {}", launch.program.display())
+    };
+    lease.start(&message, &fds).map_err(spawn_err(&what))?;
     drop(fds);
     drop((stdin_child, stdout_child, stderr_child, seccomp_fd));
     let deadline = tokio::time::Instant::now() + limits.timeout;
@@ -224,7 +230,7 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
         }
     };
     let (status, ()) = tokio::join!(waiting, draining);
-    let status = status.map_err(spawn_err(&format!("running {}", launch.program.display())))?;
+    let status = status.map_err(spawn_err(&what.replacen("starting", "running", 1)))?;
     let peak_memory = lease.cgroup().and_then(Cgroup::peak_memory);
     let enforcement = lease.cgroup().map_or(
         crate::outcome::Enforcement {
