@@ -369,6 +369,22 @@ safe_keys = ["base_ref", "pr_title"]
         );
     }
 
+    /// [`Repos::helper`] with `input` on wrun's stdin.
+    fn helper_input(&self, name: &str, extra: &[&str], input: &[u8]) -> Output {
+        let mut args = vec![
+            "helper",
+            name,
+            "--repo",
+            "pr",
+            "--base",
+            "origin/main",
+            "--policy",
+            "policy.toml",
+        ];
+        args.extend_from_slice(extra);
+        self.wrun_input(&args, &[], input)
+    }
+
     /// `wrun helper NAME` on the pull request against origin/main under policy.toml.
     fn helper(&self, name: &str, extra: &[&str]) -> Output {
         let mut args = vec![
@@ -1259,20 +1275,7 @@ fn git_in_a_shell_helper_reads_no_submodule_configuration_and_refuses_what_it_ca
 #[test]
 fn a_policy_driven_helper_gets_the_changed_files_and_its_findings_render() {
     let r = Repos::new();
-    let run = |extra: &[&str], input: &[u8]| {
-        let mut args = vec![
-            "helper",
-            "findings",
-            "--repo",
-            "pr",
-            "--base",
-            "origin/main",
-            "--policy",
-            "policy.toml",
-        ];
-        args.extend_from_slice(extra);
-        r.wrun_input(&args, &[], input)
-    };
+    let run = |extra: &[&str], input: &[u8]| r.helper_input("findings", extra, input);
     let o = run(
         &[
             "--format",
@@ -1756,20 +1759,7 @@ fn a_pull_request_file_name_perl_would_run_refuses_native_helpers() {
 #[test]
 fn a_changed_file_list_with_a_name_perl_would_run_is_refused() {
     let r = Repos::new();
-    let run = |extra: &[&str], input: &[u8]| {
-        let mut args = vec![
-            "helper",
-            "findings",
-            "--repo",
-            "pr",
-            "--base",
-            "origin/main",
-            "--policy",
-            "policy.toml",
-        ];
-        args.extend_from_slice(extra);
-        r.wrun_input(&args, &[], input)
-    };
+    let run = |extra: &[&str], input: &[u8]| r.helper_input("findings", extra, input);
     for list in [
         &b"README.md\nid|\n"[..],
         b"src/|id\n",
