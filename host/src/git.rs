@@ -15,8 +15,10 @@
 //!   hook, filter, helper, proxy and external program turned off, `protocol.allow=never` but
 //!   for `file`, `git`, `ssh` and `https`.
 //! - Files of upstream's `.ai/` are read from that repository's objects (`cat-file`), never
-//!   checked out (which would apply `.gitattributes` filters); the overlay writes them into the
-//!   worktree through a directory handle, with descriptors bounded whatever the depth.
+//!   checked out (which would apply `.gitattributes` filters), into a copy in wrun's storage
+//!   that helpers see at the worktree's `.ai/` ([`AiCopy`]); only where nothing can bind it is
+//!   it written into the worktree ([`write_over`]), through a directory handle, with
+//!   descriptors bounded whatever the depth.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -98,9 +100,9 @@ pub enum GitError {
     /// Writing the overlay into the worktree failed.
     #[error("cannot write upstream's .ai/ into the worktree: {0}")]
     Overlay(#[source] std::io::Error),
-    /// Upstream could not be fetched; the worktree's `.ai/` was removed.
+    /// Upstream could not be fetched: nothing runs, and the worktree is left as it was.
     #[error(
-        "upstream {base} could not be fetched, so the worktree's .ai/ was removed and no helper runs (fail closed): {cause}"
+        "upstream {base} could not be fetched, so no helper runs (fail closed; the worktree was not changed): {cause}"
     )]
     FetchFailed {
         /// The ref.
@@ -402,7 +404,8 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, GitError> {
     Ok(bytes)
 }
 
-/// Refuses a `--repo` that is not a git worktree, before anything in it is touched.
+/// Refuses a `--repo` (or `--worktree`) that is not a git worktree, before anything in it is
+/// touched.
 pub fn check_worktree(repo: &Path) -> Result<(), GitError> {
     match std::fs::symlink_metadata(repo.join(".git")) {
         Ok(m) if m.is_dir() || m.is_file() => Ok(()),
@@ -896,91 +899,232 @@ fn ensure_private_dir(dir: &Path) -> Result<(), GitError> {
     Ok(())
 }
 
-/// What the overlay did.
+/// Upstream's `.ai/` at one commit, as wrun keeps it: a directory of wrun's storage, one per
+/// `.ai` tree (content-addressed by git's tree id, shared by every commit with that tree),
+/// written once and reused. Helpers see it at the worktree's `.ai/` (a read-only bind, a
+/// preopen); the worktree's own `.ai` is the pull request's and is neither read nor changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Overlay {
-    /// The base ref.
-    pub base: String,
-    /// The commit upstream's `.ai/` came from.
+pub struct AiCopy {
+    /// The commit it was read from.
     pub commit: String,
-    /// Files written.
+    /// Its directory in wrun's storage.
+    pub path: PathBuf,
+    /// Files (and links inside it) it holds.
     pub files: usize,
-    /// Whether the worktree had a `.ai` of its own that was removed.
-    pub replaced: bool,
     /// Upstream's symbolic links that point out of `.ai/` (into what the pull request
     /// controls), not written: `link -> target`.
     pub links_out: Vec<String>,
+    /// Whether an earlier run had written it.
+    pub reused: bool,
 }
 
-/// The `.ai/` overlay of seed 001: fetch the base branch into wrun's repository (unless
-/// `fetch` is false), delete the worktree's `.ai` (whatever it is: directory, file or symlink)
-/// and write upstream's in its place. If the fetch fails the worktree's `.ai` is still deleted
-/// and the error says so.
-///
-/// # Security
-/// Opens the worktree once and makes every change through that handle: a `.ai` symlink is
-/// removed, never followed.
-pub fn overlay(
-    upstream: &Upstream,
-    worktree: &crate::worktree::Worktree,
-    base: &BaseRef,
-    fetch: bool,
-) -> Result<Overlay, GitError> {
-    let root = worktree.dir();
-    let fetched = if fetch { upstream.fetch(base) } else { Ok(()) };
-    let commit = fetched.and_then(|()| upstream.commit_of(base));
-    let replaced = remove_ai(root).map_err(GitError::Overlay)?;
-    let commit = commit.map_err(|e| GitError::FetchFailed {
-        base: base.to_string(),
-        cause: e.to_string(),
-    })?;
-    let entries = upstream.ai_tree(&commit)?;
-    root.create_dir(AI_DIR).map_err(GitError::Overlay)?;
-    let mut files = 0;
-    let mut links_out = Vec::new();
-    for (mode, id, path) in entries {
-        let rel = Path::new(&path);
-        if rel
-            .components()
-            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+/// What the manifest next to a copy records.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Manifest {
+    files: usize,
+    links_out: Vec<String>,
+}
+
+impl Upstream {
+    /// The commit `base` names, fetched first unless `fetch` is false. Nothing in any worktree
+    /// is touched: when the fetch fails, the request is refused.
+    pub fn base_commit(&self, base: &BaseRef, fetch: bool) -> Result<String, GitError> {
+        let fetched = if fetch { self.fetch(base) } else { Ok(()) };
+        fetched
+            .and_then(|()| self.commit_of(base))
+            .map_err(|e| GitError::FetchFailed {
+                base: base.to_string(),
+                cause: e.to_string(),
+            })
+    }
+
+    /// Upstream's `.ai/` at `commit`, written into wrun's storage if no run has yet (an empty
+    /// directory when upstream has none).
+    ///
+    /// # Security
+    /// Writes only under wrun's own storage (`0700`), through a temporary directory renamed
+    /// into place, so a copy is whole or absent; blobs come from git's objects, never a
+    /// checkout; links that leave `.ai/` are not written.
+    pub fn ai_copy(&self, commit: &str) -> Result<AiCopy, GitError> {
+        let store = self.dir.parent().unwrap_or(&self.dir).join("ai");
+        ensure_private_dir(&store)?;
+        let tree = self.ai_tree_id(commit)?;
+        let path = store.join(&tree);
+        let manifest_path = store.join(format!("{tree}.json"));
+        let read_manifest = || -> Option<Manifest> {
+            let bytes = std::fs::read(&manifest_path).ok()?;
+            serde_json::from_slice(&bytes).ok()
+        };
+        if path.is_dir()
+            && let Some(m) = read_manifest()
         {
-            continue;
+            return Ok(AiCopy {
+                commit: commit.to_owned(),
+                path,
+                files: m.files,
+                links_out: m.links_out,
+                reused: true,
+            });
         }
-        if let Some(parent) = rel.parent() {
-            let mut builder = DirBuilder::new();
-            builder.recursive(true);
-            root.create_dir_with(parent, &builder)
-                .map_err(GitError::Overlay)?;
+        let storage = |e: std::io::Error| GitError::Storage {
+            path: store.clone(),
+            reason: format!("cannot write upstream's .ai/ into it: {e}"),
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let tmp = store.join(format!(".tmp-{tree}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&tmp).map_err(storage)?;
+        let written = Dir::open_ambient_dir(&tmp, cap_std::ambient_authority())
+            .map_err(storage)
+            .and_then(|dir| self.write_ai(&dir, commit));
+        let (files, links_out) = match written {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(e);
+            }
+        };
+        let manifest = serde_json::to_vec(&Manifest {
+            files,
+            links_out: links_out.clone(),
+        })
+        .map_err(|e| storage(std::io::Error::other(e)))?;
+        write_atomically(&manifest_path, &manifest)?;
+        if let Err(e) = std::fs::rename(&tmp, &path) {
+            // Another run wrote the same tree first: its copy is as good.
+            let _ = std::fs::remove_dir_all(&tmp);
+            if !path.is_dir() {
+                return Err(storage(e));
+            }
         }
-        let bytes = upstream.blob(&id, &path)?;
-        if mode == "120000" {
-            let target = String::from_utf8_lossy(&bytes).into_owned();
-            // A link out of `.ai/` reaches files the pull request writes: upstream code would
-            // run the pull request's.
-            if !stays_in_ai(rel, &target) {
-                links_out.push(format!("{path} -> {target}"));
+        Ok(AiCopy {
+            commit: commit.to_owned(),
+            path,
+            files,
+            links_out,
+            reused: false,
+        })
+    }
+
+    /// The id of the `.ai` tree at `commit`, or `empty` when upstream has no `.ai` directory.
+    fn ai_tree_id(&self, commit: &str) -> Result<String, GitError> {
+        let out = run_git(
+            &self.git,
+            &self.dir,
+            &["ls-tree", "-z", "--full-tree", commit, "--", AI_DIR],
+            None,
+        )?;
+        let entry = String::from_utf8_lossy(&out);
+        let entry = entry.trim_end_matches('\0');
+        let id = entry
+            .split_once('\t')
+            .and_then(|(meta, _)| {
+                let mut meta = meta.split(' ');
+                let (_, kind, id) = (meta.next()?, meta.next()?, meta.next()?);
+                (kind == "tree").then(|| id.to_owned())
+            })
+            .filter(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit()));
+        Ok(id.unwrap_or_else(|| "empty".to_owned()))
+    }
+
+    /// Writes the files of `.ai/` at `commit` into `root` (as `.ai/x` becomes `x`). Returns
+    /// the files written and the links left out.
+    fn write_ai(&self, root: &Dir, commit: &str) -> Result<(usize, Vec<String>), GitError> {
+        let entries = self.ai_tree(commit)?;
+        let mut files = 0;
+        let mut links_out = Vec::new();
+        for (mode, id, path) in entries {
+            let full = Path::new(&path);
+            let Ok(rel) = full.strip_prefix(AI_DIR) else {
+                continue;
+            };
+            if rel.as_os_str().is_empty()
+                || rel
+                    .components()
+                    .any(|c| !matches!(c, std::path::Component::Normal(_)))
+            {
                 continue;
             }
-            root.symlink(target, rel).map_err(GitError::Overlay)?;
-        } else {
-            let mut options = OpenOptions::new();
-            options.write(true).create_new(true);
-            let mut file = root.open_with(rel, &options).map_err(GitError::Overlay)?;
-            file.write_all(&bytes).map_err(GitError::Overlay)?;
-            let executable = mode == "100755";
-            use cap_std::fs::PermissionsExt;
-            file.set_permissions(Permissions::from_mode(if executable { 0o755 } else { 0o644 }))
-                .map_err(GitError::Overlay)?;
+            if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+                let mut builder = DirBuilder::new();
+                builder.recursive(true);
+                root.create_dir_with(parent, &builder)
+                    .map_err(GitError::Overlay)?;
+            }
+            let bytes = self.blob(&id, &path)?;
+            if mode == "120000" {
+                let target = String::from_utf8_lossy(&bytes).into_owned();
+                // A link out of `.ai/` reaches files the pull request writes: upstream code would
+                // run the pull request's.
+                if !stays_in_ai(full, &target) {
+                    links_out.push(format!("{path} -> {target}"));
+                    continue;
+                }
+                root.symlink(target, rel).map_err(GitError::Overlay)?;
+            } else {
+                let mut options = OpenOptions::new();
+                options.write(true).create_new(true);
+                let mut file = root.open_with(rel, &options).map_err(GitError::Overlay)?;
+                file.write_all(&bytes).map_err(GitError::Overlay)?;
+                let executable = mode == "100755";
+                use cap_std::fs::PermissionsExt;
+                file.set_permissions(Permissions::from_mode(if executable { 0o755 } else { 0o644 }))
+                    .map_err(GitError::Overlay)?;
+            }
+            files += 1;
         }
-        files += 1;
+        Ok((files, links_out))
     }
-    Ok(Overlay {
-        base: base.to_string(),
-        commit,
-        files,
-        replaced,
-        links_out,
-    })
+
+    /// An exclusive lock on one worktree's `.ai`, for runs that must write upstream's `.ai/`
+    /// into it (where nothing can bind it): held for the whole run, so such runs on one
+    /// worktree take turns.
+    ///
+    /// # Security
+    /// The lock file lives in wrun's storage, named by a hash of the worktree's path.
+    pub fn lock_worktree(&self, worktree: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, GitError> {
+        let dir = self.dir.parent().unwrap_or(&self.dir).join("locks");
+        ensure_private_dir(&dir)?;
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(worktree.as_os_str().as_encoded_bytes());
+        let name: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        let path = dir.join(format!("{name}.lock"));
+        let storage = |reason: String| GitError::Storage {
+            path: path.clone(),
+            reason,
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| storage(format!("cannot open it: {e}")))?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| storage(format!("cannot lock it: {e}")))
+    }
+}
+
+/// Where no confinement can bind upstream's `.ai/` over the worktree's (a helper run without a
+/// sandbox), the overlay of seed 001: the worktree's `.ai` (whatever it is: directory, file or
+/// symlink) is deleted and upstream's written in its place. The caller holds
+/// [`Upstream::lock_worktree`]. Returns whether the worktree had a `.ai` of its own.
+///
+/// # Security
+/// Makes every change through the worktree's handle: a `.ai` symlink is removed, never
+/// followed.
+pub fn write_over(
+    upstream: &Upstream,
+    worktree: &crate::worktree::Worktree,
+    copy: &AiCopy,
+) -> Result<bool, GitError> {
+    let root = worktree.dir();
+    let replaced = remove_ai(root).map_err(GitError::Overlay)?;
+    root.create_dir(AI_DIR).map_err(GitError::Overlay)?;
+    let ai = root.open_dir_nofollow(AI_DIR).map_err(GitError::Overlay)?;
+    upstream.write_ai(&ai, &copy.commit)?;
+    Ok(replaced)
 }
 
 /// Whether symbolic link `link` (a path under `.ai/`) with `target` points inside `.ai/`.

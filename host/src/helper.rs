@@ -1,6 +1,7 @@
 //! From a request to a job: the host's layers applied in order to one named helper.
 //!
-//! 1. the definition is read from the base commit (layer 1; the caller ran the `.ai/` overlay);
+//! 1. the definition is read from the base commit (layer 1; the caller attached upstream's
+//!    `.ai/` to the worktree, and the job mounts it over the worktree's `.ai`);
 //! 2. limits: the policy's defaults tightened by the definition, never above a ceiling;
 //! 3. argument templates expanded with trusted, safe keys only (layer 4);
 //! 4. model arguments checked: declared flags, paths inside the worktree, after `--` (layer 4);
@@ -442,6 +443,19 @@ pub fn plan(
         decisions.push("the worktree is not executable (noexec), but for upstream's .ai/".to_owned());
     }
     let mut job = job.worktree_mount(mount).limits(limits);
+    // Upstream's .ai/, read-only over the worktree's (the pull request's) for every kind: a bind
+    // in the native sandbox, a preopen for wasm.
+    if let Some((_, ai)) = worktree.ai() {
+        job = job.dir(Mount::new(
+            ai,
+            format!(
+                "{}/{}",
+                wrun_runtime::job::DEFAULT_WORKTREE_GUEST,
+                crate::git::AI_DIR
+            ),
+            Access::ReadOnly,
+        ));
+    }
     if def.kind() != Kind::Wasm {
         for l in &links {
             job = job.dir(Mount::new(l.clone(), l.display().to_string(), Access::ReadOnly));
@@ -581,27 +595,32 @@ fn is_node(command: &str) -> bool {
     matches!(command.rsplit('/').next(), Some("node" | "nodejs"))
 }
 
-/// Whether an upstream script of the worktree (written there from upstream) starts with a
-/// `#!` line naming perl.
+/// Whether an upstream script (a `.ai/` path, read from upstream's copy) starts with a `#!`
+/// line naming perl.
 fn runs_with_perl(worktree: &crate::worktree::Worktree, script: &str) -> bool {
     use std::io::Read as _;
-    let root = worktree.dir();
+    let Some((ai, _)) = worktree.ai() else {
+        return false;
+    };
+    let script = script.strip_prefix("./").unwrap_or(script);
+    let Some(inner) = script.strip_prefix(".ai/") else {
+        return false;
+    };
     let mut head = [0u8; 256];
-    let n = root
-        .open(script.strip_prefix("./").unwrap_or(script))
-        .and_then(|mut f| f.read(&mut head))
-        .unwrap_or(0);
+    let n = ai.open(inner).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
     let first = head.get(..n).unwrap_or_default();
     let line = first.split(|b| *b == b'\n').next().unwrap_or_default();
     line.starts_with(b"#!") && line.windows(4).any(|w| w == b"perl")
 }
 
-/// Whether upstream's `.ai/` (written into the worktree) holds JavaScript or a script whose
-/// `#!` line names node: then a helper may run node whatever its command says.
+/// Whether upstream's `.ai/` (wrun's copy) holds JavaScript or a script whose `#!` line names
+/// node: then a helper may run node whatever its command says.
 fn ai_uses_node(worktree: &crate::worktree::Worktree) -> bool {
     use std::io::Read as _;
-    let root = worktree.dir();
-    let mut stack = vec![PathBuf::from(crate::git::AI_DIR)];
+    let Some((root, _)) = worktree.ai() else {
+        return false;
+    };
+    let mut stack = vec![PathBuf::from(".")];
     let mut seen = 0usize;
     while let Some(dir) = stack.pop() {
         let Ok(entries) = root.read_dir(&dir) else {

@@ -105,7 +105,9 @@ pub fn scan(worktree: &crate::worktree::Worktree) -> Result<Scan, ProtectError> 
                 }
                 continue;
             }
-            if kind.is_dir() && !kind.is_symlink() {
+            // The worktree's own .ai is the pull request's, which no helper sees: upstream's is
+            // mounted over it (or written in its place).
+            if kind.is_dir() && !kind.is_symlink() && rel != Path::new(crate::git::AI_DIR) {
                 queue.push_back(rel);
             }
         }

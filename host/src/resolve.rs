@@ -2,8 +2,8 @@
 //!
 //! - a bare name found on the policy's `PATH` (resolved to an absolute path before spawning),
 //! - an absolute path to an executable in one of the policy's `PATH` directories, or
-//! - a relative path that resolves, symlinks followed, to a regular file under the worktree's
-//!   `.ai/` (which the overlay replaced with upstream's).
+//! - a relative path that resolves, symlinks followed, to a regular file under upstream's
+//!   `.ai/` (wrun's copy of it, which helpers see at the worktree's `.ai/`).
 //!
 //! Everything else is refused with the reason: `./scripts/lint.sh`, `.ai/../x`, a `.ai/` symlink
 //! (or a `.ai` directory symlink) pointing out, an absolute path outside the policy. The worktree
@@ -79,25 +79,30 @@ pub fn resolve(
             "only scripts under .ai/ (upstream's helper directory) may run from the worktree".into(),
         ));
     }
-    let root = worktree.dir();
-    // Canonicalizing through the handle follows symlinks but cannot leave the worktree: a link
-    // pointing out is an error here, a link pointing elsewhere inside is caught below.
-    let canonical = root
-        .canonicalize(&rel)
-        .map_err(|e| refuse(format!("it does not resolve inside the worktree: {e}")))?;
-    let mut parts = canonical.components();
-    if parts.next() != Some(Component::Normal(".ai".as_ref())) || parts.next().is_none() {
-        return Err(refuse(format!(
-            "it resolves to {}, outside .ai/ (upstream's helper directory)",
-            canonical.display()
-        )));
+    let Some((ai, _)) = worktree.ai() else {
+        return Err(refuse(
+            "upstream's .ai/ is not available, so no script under .ai/ can run".into(),
+        ));
+    };
+    let inner: PathBuf = rel.components().skip(1).collect();
+    if inner.as_os_str().is_empty() {
+        return Err(refuse("it is not a regular file".into()));
     }
-    let meta = root
+    // Upstream's .ai/ as wrun keeps it, never the worktree's. Canonicalizing through its handle
+    // follows symlinks but cannot leave it: a link pointing out is an error here.
+    let canonical = ai
+        .canonicalize(&inner)
+        .map_err(|e| refuse(format!("it does not resolve inside upstream's .ai/: {e}")))?;
+    if canonical.as_os_str().is_empty() {
+        return Err(refuse("it is not a regular file".into()));
+    }
+    let meta = ai
         .metadata(&canonical)
         .map_err(|e| refuse(format!("cannot inspect it: {e}")))?;
     if !meta.is_file() {
         return Err(refuse("it is not a regular file".into()));
     }
+    let canonical = Path::new(".ai").join(canonical);
     Ok(Resolved::Upstream(canonical))
 }
 
@@ -149,29 +154,40 @@ mod tests {
 
     use super::*;
 
-    /// The worktree at `path`, opened.
+    /// The worktree at `path`, opened, with upstream's `.ai/` from the sibling `ai`.
     fn open(path: &std::path::Path) -> crate::worktree::Worktree {
-        crate::worktree::Worktree::open(path, cap_std::ambient_authority()).expect("open")
+        let ai = path.parent().expect("parent").join("ai");
+        crate::worktree::Worktree::open(path, cap_std::ambient_authority())
+            .expect("open")
+            .with_ai(&ai, cap_std::ambient_authority())
+            .expect("open ai")
     }
 
+    /// Upstream's copy in `ai`, the pull request's worktree in `wt` with a `.ai` of its own.
     fn fixture() -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().expect("tempdir");
         let wt = tmp.path().join("wt");
-        for dir in [".ai/sub", "scripts"] {
-            std::fs::create_dir_all(wt.join(dir)).expect("mkdir");
+        let ai = tmp.path().join("ai");
+        for dir in [ai.join("sub"), wt.join("scripts"), wt.join(".ai")] {
+            std::fs::create_dir_all(dir).expect("mkdir");
         }
-        for file in [".ai/lint.sh", ".ai/sub/check.py", "scripts/lint.sh"] {
-            std::fs::write(wt.join(file), "#!/bin/sh\n").expect("write");
+        for file in [
+            ai.join("lint.sh"),
+            ai.join("sub/check.py"),
+            wt.join("scripts/lint.sh"),
+            wt.join(".ai/pr-only.sh"),
+        ] {
+            std::fs::write(file, "#!/bin/sh\n").expect("write");
         }
         std::fs::write(tmp.path().join("outside.sh"), "#!/bin/sh\n").expect("write");
-        symlink("../scripts/lint.sh", wt.join(".ai/to-scripts")).expect("symlink");
-        symlink("../../outside.sh", wt.join(".ai/to-outside")).expect("symlink");
-        symlink("sub/check.py", wt.join(".ai/inner-link")).expect("symlink");
+        symlink("../wt/scripts/lint.sh", ai.join("to-scripts")).expect("symlink");
+        symlink("../outside.sh", ai.join("to-outside")).expect("symlink");
+        symlink("sub/check.py", ai.join("inner-link")).expect("symlink");
         (tmp, wt)
     }
 
     #[test]
-    fn upstream_scripts_resolve() {
+    fn upstream_scripts_resolve_in_wruns_copy() {
         let (_tmp, wt) = fixture();
         for (command, expected) in [
             (".ai/lint.sh", ".ai/lint.sh"),
@@ -197,8 +213,11 @@ mod tests {
             ".ai/to-scripts",
             ".ai/to-outside",
             ".ai/missing.sh",
+            // The pull request's own .ai/ is never what runs.
+            ".ai/pr-only.sh",
             ".ai/sub",
             ".ai",
+            ".ai/",
             "../outside.sh",
             "",
         ] {
@@ -210,11 +229,20 @@ mod tests {
     }
 
     #[test]
-    fn a_symlinked_ai_directory_pointing_out_is_refused() {
+    fn without_upstreams_copy_no_ai_script_resolves() {
+        let (_tmp, wt) = fixture();
+        let bare = crate::worktree::Worktree::open(&wt, cap_std::ambient_authority()).expect("open");
+        let err = resolve(".ai/pr-only.sh", &[], &bare).expect_err("refused");
+        assert!(err.reason.contains("not available"), "{err}");
+    }
+
+    #[test]
+    fn a_symlinked_ai_of_the_pull_request_is_not_what_resolves() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let wt = tmp.path().join("wt");
-        std::fs::create_dir_all(tmp.path().join("evil")).expect("mkdir");
-        std::fs::create_dir_all(&wt).expect("mkdir");
+        for dir in [tmp.path().join("evil"), wt.clone(), tmp.path().join("ai")] {
+            std::fs::create_dir_all(dir).expect("mkdir");
+        }
         std::fs::write(tmp.path().join("evil/run.sh"), "#!/bin/sh\n").expect("write");
         symlink("../evil", wt.join(".ai")).expect("symlink");
         assert!(resolve(".ai/run.sh", &[], &open(&wt)).is_err());

@@ -1,9 +1,13 @@
 //! A session: one request for one helper of the upstream repository, from the operator's
 //! policy to the audit log. In order:
 //!
-//! 1. **overlay**: the upstream repository is found (the policy's `[upstream]`, or the
-//!    worktree's remote if the policy allows its URL), its base branch fetched into wrun's own
-//!    bare repository, and the worktree's `.ai/` replaced by upstream's;
+//! 1. **upstream's `.ai/`**: the upstream repository is found (the policy's `[upstream]`, or
+//!    the worktree's remote if the policy allows its URL), its base branch fetched into wrun's
+//!    own bare repository, and its `.ai/` copied once into wrun's storage ([`AiCopy`]). The
+//!    helper sees that copy at the worktree's `.ai/` (a read-only bind, a preopen); the
+//!    worktree's own `.ai` is the pull request's, and is neither read nor changed. Only where
+//!    nothing can bind it (a native helper run without a sandbox) is upstream's written into the
+//!    worktree, replacing the pull request's, with the runs on that worktree taking turns;
 //! 2. **sandbox mode**: the policy's, which the host may only make stricter
 //!    ([`Session::new`]);
 //! 3. **variables**: the request's trusted and model-origin template values, plus `base_ref`
@@ -14,7 +18,8 @@
 //! 6. **audit**: one line per run and per refusal, when the policy names a log.
 //!
 //! `wrun helper`, `wrun explain` and `wrun serve` all go through it; a refusal at any step
-//! carries a stable rule id ([`SessionError::rule`]).
+//! carries a stable rule id ([`SessionError::rule`]). Preparing writes nothing in the worktree
+//! (`wrun explain` only prepares).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,8 +27,9 @@ use std::path::PathBuf;
 use wrun_runtime::{Sandbox, SandboxMode, Status};
 
 use crate::audit::{self, DefinitionSource, Record};
+use crate::definitions::Kind;
 use crate::expand::{Origin, Var};
-use crate::git::{BaseRef, GitError, Upstream};
+use crate::git::{AiCopy, BaseRef, GitError, Upstream};
 use crate::helper::{Plan, PlanError, Request};
 use crate::policy::{Policy, PolicyError};
 use crate::worktree::Worktree;
@@ -91,6 +97,11 @@ pub enum SessionError {
     /// The runtime refused or failed the job.
     #[error(transparent)]
     Run(#[from] wrun_runtime::Error),
+    /// The worktree's `.ai` is not a directory upstream's can be mounted over.
+    #[error(
+        "the worktree's .ai is {0}, which upstream's .ai/ cannot be mounted over (a mount would follow a link, and needs a directory); a native helper does not run on it: remove .ai from the pull request, or use a wasm helper"
+    )]
+    AiNotADirectory(&'static str),
 }
 
 impl SessionError {
@@ -106,6 +117,7 @@ impl SessionError {
             SessionError::NoStore => "upstream.storage",
             SessionError::Audit { .. } => "audit.unwritable",
             SessionError::Run(_) => "runtime.refused",
+            SessionError::AiNotADirectory(_) => "worktree.ai-not-a-directory",
         }
     }
 }
@@ -120,6 +132,9 @@ pub struct Prepared {
     pub plan: Result<Plan, SessionError>,
     /// The definition's ref and commit.
     pub source: Option<DefinitionSource>,
+    /// The worktree, upstream's repository and its `.ai/` copy, for a run that must place the
+    /// copy in the worktree.
+    place: Option<(crate::worktree::Worktree, Upstream, AiCopy)>,
 }
 
 /// One host's sessions under one policy.
@@ -170,6 +185,7 @@ impl Session {
             name: request.name.clone(),
             plan: Err(e),
             source,
+            place: None,
         };
         let base = match BaseRef::parse(&request.base) {
             Ok(base) => base,
@@ -183,6 +199,14 @@ impl Session {
         // Before anything in it is touched.
         crate::git::check_worktree(&repo_dir)?;
         let worktree_path = request.worktree.as_ref().unwrap_or(&request.repo);
+        if let Some(path) = &request.worktree {
+            let dir = std::fs::canonicalize(path).map_err(|source| SessionError::Open {
+                what: "worktree",
+                path: path.clone(),
+                source,
+            })?;
+            crate::git::check_worktree(&dir)?;
+        }
         // The worktree is opened once, here: every later read of it goes through this handle.
         let handle = Worktree::open(worktree_path, cap_std::ambient_authority()).map_err(|source| {
             SessionError::Open {
@@ -208,14 +232,25 @@ impl Session {
             Err(e) => return Ok(refused(e.into(), None)),
         };
         let repo = Upstream::open(self.git.clone(), &self.store, url)?;
-        let overlay = match crate::git::overlay(&repo, &handle, &base, !request.no_fetch) {
-            Ok(o) => o,
+        let commit = match repo.base_commit(&base, !request.no_fetch) {
+            Ok(commit) => commit,
             Err(e) => return Ok(refused(e.into(), None)),
         };
         let source = DefinitionSource {
             git_ref: base.to_string(),
-            commit: overlay.commit.clone(),
+            commit: commit.clone(),
         };
+        let copy = match repo.ai_copy(&commit) {
+            Ok(copy) => copy,
+            Err(e) => return Ok(refused(e.into(), Some(source))),
+        };
+        let handle = handle
+            .with_ai(&copy.path, cap_std::ambient_authority())
+            .map_err(|source| SessionError::Open {
+                what: "copy of upstream's .ai/",
+                path: copy.path.clone(),
+                source,
+            })?;
         let mut vars = BTreeMap::new();
         for ((key, value), origin) in request
             .vars
@@ -236,7 +271,7 @@ impl Session {
             origin: Origin::Trusted,
         });
         vars.entry("base_sha".into()).or_insert(Var {
-            value: overlay.commit.clone(),
+            value: commit.clone(),
             origin: Origin::Trusted,
         });
         let plan_request = Request {
@@ -248,28 +283,24 @@ impl Session {
             &self.policy,
             &repo,
             &base.to_string(),
-            &overlay.commit,
+            &commit,
             &handle,
             &plan_request,
             env_lookup,
         )
         .map(|mut plan| {
-            for link in &overlay.links_out {
+            for link in &copy.links_out {
                 plan.decisions.insert(
                     0,
                     format!("upstream's link {link} leaves .ai/ (the pull request's files): not written"),
                 );
             }
-            let what = if overlay.replaced {
-                "replaced the worktree's .ai/ with"
-            } else {
-                "wrote"
-            };
             plan.decisions.insert(
                 0,
                 format!(
-                    "{what} upstream's .ai/ from {} ({} files)",
-                    overlay.commit, overlay.files
+                    "upstream's .ai/ from {commit} ({} files, {}) is what the helper sees at .ai/; the worktree's own .ai is not read or changed",
+                    copy.files,
+                    if copy.reused { "reused" } else { "copied" }
                 ),
             );
             plan
@@ -279,7 +310,63 @@ impl Session {
             name: request.name.clone(),
             plan,
             source: Some(source),
+            place: Some((handle, repo, copy)),
         })
+    }
+
+    /// Makes upstream's `.ai/` what a native helper sees at the worktree's `.ai/`, before it
+    /// runs on `sandbox`. Where the sandbox binds it: the worktree's `.ai` must be a directory
+    /// (or missing: an empty one is made as the mount point). Where nothing can bind it: upstream's
+    /// is written into the worktree, replacing the pull request's, under a lock held until the
+    /// returned guard is dropped. Returns the guard and what to say about it.
+    async fn place_ai(
+        &self,
+        sandbox: &dyn Sandbox,
+        plan: &Plan,
+        place: Option<&(crate::worktree::Worktree, Upstream, AiCopy)>,
+    ) -> Result<(Option<nix::fcntl::Flock<std::fs::File>>, Option<String>), SessionError> {
+        let Some((worktree, repo, copy)) = place else {
+            return Ok((None, None));
+        };
+        if plan.kind == Kind::Wasm {
+            return Ok((None, None));
+        }
+        let root = worktree.dir();
+        if sandbox.binds(&plan.job).await {
+            return match root.symlink_metadata(crate::git::AI_DIR) {
+                Ok(meta) if meta.is_dir() => Ok((None, None)),
+                Ok(meta) if meta.is_symlink() => Err(SessionError::AiNotADirectory("a symbolic link")),
+                Ok(_) => Err(SessionError::AiNotADirectory("not a directory")),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    match root.create_dir(crate::git::AI_DIR) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(GitError::Overlay(e).into()),
+                    }
+                    match root.symlink_metadata(crate::git::AI_DIR) {
+                        Ok(meta) if meta.is_dir() => Ok((
+                            None,
+                            Some("the worktree had no .ai: an empty directory was made there for upstream's to be mounted on".to_owned()),
+                        )),
+                        _ => Err(SessionError::AiNotADirectory("not a directory")),
+                    }
+                }
+                Err(e) => Err(GitError::Overlay(e).into()),
+            };
+        }
+        let lock = repo.lock_worktree(worktree.path())?;
+        let replaced = crate::git::write_over(repo, worktree, copy)?;
+        Ok((
+            Some(lock),
+            Some(format!(
+                "no sandbox binds upstream's .ai/ here (the helper runs unsandboxed), so it was written into the worktree{}; runs on this worktree take turns",
+                if replaced {
+                    ", replacing the pull request's .ai"
+                } else {
+                    ""
+                }
+            )),
+        ))
     }
 
     /// Steps 5 and 6: runs the plan on `sandbox` (with `stdin` as its standard input, if
@@ -298,35 +385,44 @@ impl Session {
                 source,
             })?;
         }
-        let plan = match prepared.plan {
-            Ok(plan) => plan,
-            Err(e) => {
-                if let Some(log) = &log {
-                    let status = Status::Refused {
-                        reason: e.to_string(),
-                    };
-                    let decisions = vec![format!("refused: {e}")];
-                    let record = Record::refusal(
-                        &prepared.name,
-                        prepared.source.as_ref(),
-                        &decisions,
-                        &status,
-                        e.rule(),
-                    );
-                    audit::append(log, &record).map_err(|source| SessionError::Audit {
-                        path: log.clone(),
-                        source,
-                    })?;
-                }
-                return Err(e);
+        let refuse = |e: SessionError| -> Result<(Plan, wrun_runtime::Outcome), SessionError> {
+            if let Some(log) = &log {
+                let status = Status::Refused {
+                    reason: e.to_string(),
+                };
+                let decisions = vec![format!("refused: {e}")];
+                let record = Record::refusal(
+                    &prepared.name,
+                    prepared.source.as_ref(),
+                    &decisions,
+                    &status,
+                    e.rule(),
+                );
+                audit::append(log, &record).map_err(|source| SessionError::Audit {
+                    path: log.clone(),
+                    source,
+                })?;
             }
+            Err(e)
         };
+        let mut plan = match prepared.plan {
+            Ok(plan) => plan,
+            Err(e) => return refuse(e),
+        };
+        let (_turn, note) = match self.place_ai(sandbox, &plan, prepared.place.as_ref()).await {
+            Ok(placed) => placed,
+            Err(e) => return refuse(e),
+        };
+        if let Some(note) = &note {
+            plan.decisions.push(note.clone());
+        }
         let mut job = plan.job.clone();
         if let Some(bytes) = stdin {
             job = job.stdin(bytes);
         }
         let limits = job.parts().limits.clone();
-        let outcome = sandbox.run(job).await?;
+        let mut outcome = sandbox.run(job).await?;
+        outcome.notes.extend(note);
         if let Some(log) = &log {
             let record = Record::new(
                 &plan.helper,

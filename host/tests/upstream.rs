@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use wrun_tests::{CANARY, TREE_STATS_WASM};
+use wrun_tests::{CANARY, GUEST_WASM, TREE_STATS_WASM};
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
@@ -61,6 +61,7 @@ impl Repos {
         std::fs::write(up.join(".ai-module.tmp"), &module).unwrap();
         std::fs::create_dir_all(up.join(".ai/helpers")).unwrap();
         std::fs::rename(up.join(".ai-module.tmp"), up.join(".ai/helpers/tree-stats.wasm")).unwrap();
+        std::fs::copy(GUEST_WASM, up.join(".ai/helpers/guest.wasm")).unwrap();
         let pin = sha256_hex(&module);
         write(
             &up.join(".ai/helpers.toml"),
@@ -78,6 +79,29 @@ name = "stats-wrong-pin"
 kind = "wasm"
 module = ".ai/helpers/tree-stats.wasm"
 sha256 = "{wrong}"
+
+[[helper]]
+name = "ai-read"
+kind = "wasm"
+module = ".ai/helpers/guest.wasm"
+args = ["read", ".ai/marker"]
+
+[[helper]]
+name = "ai-read-abs"
+kind = "wasm"
+module = ".ai/helpers/guest.wasm"
+args = ["read", "/work/.ai/marker"]
+
+[[helper]]
+name = "ai-ls"
+kind = "wasm"
+module = ".ai/helpers/guest.wasm"
+args = ["ls", ".ai"]
+
+[[helper]]
+name = "ai-ls-native"
+kind = "shell"
+run = "ls .ai"
 
 [[helper]]
 name = "marker"
@@ -414,20 +438,69 @@ fn code(o: &Output) -> i32 {
     o.status.code().unwrap()
 }
 
+/// Every file under `dir` with its bytes (links as their targets), for "left as it was".
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let rel = path.strip_prefix(dir).unwrap().to_owned();
+            if meta.file_type().is_symlink() {
+                out.push((
+                    rel,
+                    std::fs::read_link(&path)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                ));
+            } else if meta.is_dir() {
+                out.push((rel, b"<dir>".to_vec()));
+                stack.push(path);
+            } else {
+                out.push((rel, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+fn git_status(dir: &Path) -> String {
+    let o = Command::new("git")
+        .args(["status", "--porcelain", "--ignored", "--untracked-files=all"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Issue 14: upstream's `.ai/` is what helpers see at `.ai/`, mounted over the pull request's,
+/// which is left exactly as it was (its edited script, its own added one).
 #[test]
-fn upstream_ai_replaces_the_pull_requests_and_its_definitions_are_the_only_ones() {
+fn upstream_ai_is_mounted_over_the_pull_requests_which_is_left_as_it_was() {
     let r = Repos::new();
+    let before = snapshot(&r.path("pr/.ai"));
+    let status = git_status(&r.path("pr"));
     r.assert_upstream_marker();
-    // The PR's edited script is gone from the worktree; upstream's is back.
-    let lint = std::fs::read_to_string(r.path("pr/.ai/lint.sh")).unwrap();
-    assert!(lint.contains("upstream lint") && !lint.contains("PWNED"));
-    assert!(!r.path("pr/.ai/evil.sh").exists());
     let o = r.helper("lint", &["--", "--verbose", "README.md"]);
     assert_eq!(
         (code(&o), out(&o).as_str()),
         (0, "upstream lint origin/main --verbose -- README.md\n"),
         "{}",
         err(&o)
+    );
+    // What a native helper lists at .ai/ is upstream's: not the pull request's evil.sh.
+    let o = r.helper("ai-ls-native", &[]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(
+        out(&o).contains("lint.sh") && !out(&o).contains("evil.sh"),
+        "{}",
+        out(&o)
     );
     // A helper the PR added to its own copy of the definitions does not exist.
     let o = r.helper("evil", &[]);
@@ -437,6 +510,128 @@ fn upstream_ai_replaces_the_pull_requests_and_its_definitions_are_the_only_ones(
         "{}",
         err(&o)
     );
+    assert_eq!(
+        snapshot(&r.path("pr/.ai")),
+        before,
+        "the pull request's .ai/ was changed"
+    );
+    assert_eq!(git_status(&r.path("pr")), status);
+    let lint = std::fs::read_to_string(r.path("pr/.ai/lint.sh")).unwrap();
+    assert!(lint.contains("PWNED"));
+}
+
+/// Issue 14: a wasm helper sees upstream's `.ai/` too, by a relative path and by its absolute
+/// guest path (a preopen at the worktree's `.ai`).
+#[test]
+fn a_wasm_helper_sees_upstreams_ai_by_either_path() {
+    let r = Repos::new();
+    let before = snapshot(&r.path("pr/.ai"));
+    for name in ["ai-read", "ai-read-abs"] {
+        let o = r.helper(name, &[]);
+        assert_eq!(
+            (code(&o), out(&o).as_str()),
+            (0, "upstream marker\n"),
+            "{name}: {}",
+            err(&o)
+        );
+    }
+    let o = r.helper("ai-ls", &[]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(
+        out(&o).contains("lint.sh") && !out(&o).contains("evil.sh"),
+        "{}",
+        out(&o)
+    );
+    assert_eq!(snapshot(&r.path("pr/.ai")), before);
+}
+
+/// Issue 14: `wrun explain` answers without writing anything in the worktree.
+#[test]
+fn explain_writes_nothing_in_the_worktree() {
+    let r = Repos::new();
+    std::fs::remove_dir_all(r.path("pr/.ai")).unwrap();
+    let before = snapshot(&r.path("pr"));
+    for name in ["marker", "stats", "lint"] {
+        let o = r.wrun(&[
+            "explain",
+            name,
+            "--repo",
+            "pr",
+            "--base",
+            "origin/main",
+            "--policy",
+            "policy.toml",
+        ]);
+        assert_eq!(code(&o), 0, "{}", err(&o));
+        assert!(out(&o).contains("-> /work/.ai (ro)"), "{}", out(&o));
+    }
+    assert_eq!(snapshot(&r.path("pr")), before, "explain changed the worktree");
+}
+
+/// Issue 14: helpers run at once on one worktree each see upstream's `.ai/`, whole; none
+/// writes it.
+#[test]
+fn helpers_run_at_once_on_one_worktree_each_see_upstreams_ai() {
+    let r = Repos::new();
+    let before = snapshot(&r.path("pr/.ai"));
+    std::thread::scope(|s| {
+        let runs: Vec<_> = (0..6)
+            .map(|i| {
+                let r = &r;
+                s.spawn(move || {
+                    if i % 2 == 0 {
+                        r.helper("marker", &[])
+                    } else {
+                        r.helper("ai-read", &[])
+                    }
+                })
+            })
+            .collect();
+        for (i, run) in runs.into_iter().enumerate() {
+            let o = run.join().unwrap();
+            assert_eq!(code(&o), 0, "run {i}: {}", err(&o));
+            assert!(out(&o).starts_with("upstream marker\n"), "run {i}: {}", out(&o));
+        }
+    });
+    assert_eq!(snapshot(&r.path("pr/.ai")), before);
+}
+
+/// Issue 14: where nothing can bind upstream's `.ai/` (sandbox mode off), it is written into the
+/// worktree as before, runs on the worktree take turns, and the Outcome says so.
+#[test]
+fn without_a_sandbox_upstreams_ai_is_written_in_turns_and_the_outcome_says_so() {
+    let r = Repos::new();
+    r.policy("policy.toml", "off", "");
+    std::thread::scope(|s| {
+        let runs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| r.helper("marker", &["--json"])))
+            .collect();
+        for run in runs {
+            let o = run.join().unwrap();
+            assert_eq!(code(&o), 0, "{}", err(&o));
+            let outcome: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert!(
+                outcome["stdout"]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("upstream marker"),
+                "{outcome}"
+            );
+            let notes = outcome["notes"].to_string();
+            assert!(
+                notes.contains("written into the worktree") && notes.contains("take turns"),
+                "{notes}"
+            );
+        }
+    });
+    assert_eq!(
+        std::fs::read_to_string(r.path("pr/.ai/marker")).unwrap(),
+        "upstream marker\n"
+    );
+    // A wasm helper needs no such thing: its preopen is the copy.
+    let o = r.helper("ai-read", &["--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(!out(&o).contains("written into the worktree"), "{}", out(&o));
 }
 
 #[test]
@@ -457,7 +652,7 @@ fn a_wasm_helper_runs_from_the_base_commit_and_its_pin_is_enforced() {
 }
 
 #[test]
-fn a_fork_whose_upstream_cannot_be_fetched_loses_its_ai_and_nothing_runs() {
+fn a_fork_whose_upstream_cannot_be_fetched_runs_nothing_and_keeps_its_ai() {
     let r = Repos::new();
     let gone = r.path("gone");
     git(
@@ -469,34 +664,72 @@ fn a_fork_whose_upstream_cannot_be_fetched_loses_its_ai_and_nothing_runs() {
         "auto",
         &format!("[upstream]\nallow = [\"{}\"]\n", gone.display()),
     );
-    let o = r.helper("marker", &[]);
-    assert_eq!(code(&o), 125);
-    assert!(
-        err(&o).contains("could not be fetched") && err(&o).contains("removed"),
-        "{}",
-        err(&o)
+    let before = snapshot(&r.path("pr"));
+    for command in ["helper", "explain"] {
+        let o = r.wrun(&[
+            command,
+            "marker",
+            "--repo",
+            "pr",
+            "--base",
+            "origin/main",
+            "--policy",
+            "policy.toml",
+        ]);
+        assert_eq!(code(&o), 125);
+        assert!(
+            err(&o).contains("could not be fetched") && err(&o).contains("not changed"),
+            "{}",
+            err(&o)
+        );
+        assert!(!out(&o).contains("PR MARKER"));
+    }
+    assert_eq!(
+        snapshot(&r.path("pr")),
+        before,
+        "fail closed must not mean deleting"
     );
-    assert!(
-        !r.path("pr/.ai").exists(),
-        "the PR's .ai/ must be deleted (fail closed)"
-    );
-    assert!(!out(&o).contains("PR MARKER"));
 }
 
+/// Issue 14: a `.ai` of the pull request that a mount would follow (a link) or could not cover
+/// (a file) is left alone: a native helper is refused clearly, a wasm helper (whose preopen
+/// follows nothing) runs; a missing `.ai` gets an empty directory as the mount point.
 #[test]
-fn a_symlinked_ai_is_removed_not_followed() {
+fn a_symlinked_or_file_ai_is_neither_followed_nor_changed() {
     let r = Repos::new();
     let victim = r.path("victim");
     write(&victim.join("keep.txt"), "keep\n");
+    executable(&victim.join("lint.sh"), "#!/bin/sh\necho PWNED\n");
     std::fs::remove_dir_all(r.path("pr/.ai")).unwrap();
     std::os::unix::fs::symlink(&victim, r.path("pr/.ai")).unwrap();
-    r.assert_upstream_marker();
+    let o = r.helper("lint", &[]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
     assert!(
-        victim.join("keep.txt").exists(),
-        "the overlay followed the .ai symlink"
+        err(&o).contains("symbolic link") && err(&o).contains("remove .ai from the pull request"),
+        "{}",
+        err(&o)
     );
-    assert!(!victim.join("marker").exists());
-    assert!(std::fs::symlink_metadata(r.path("pr/.ai")).unwrap().is_dir());
+    assert!(!out(&o).contains("PWNED"));
+    let o = r.helper("ai-read", &[]);
+    assert_eq!(
+        (code(&o), out(&o).as_str()),
+        (0, "upstream marker\n"),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(snapshot(&victim).len(), 2);
+    assert_eq!(std::fs::read_link(r.path("pr/.ai")).unwrap(), victim);
+
+    std::fs::remove_file(r.path("pr/.ai")).unwrap();
+    write(&r.path("pr/.ai"), "a file\n");
+    let o = r.helper("marker", &[]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(err(&o).contains("not a directory"), "{}", err(&o));
+    assert_eq!(std::fs::read_to_string(r.path("pr/.ai")).unwrap(), "a file\n");
+
+    std::fs::remove_file(r.path("pr/.ai")).unwrap();
+    r.assert_upstream_marker();
+    assert_eq!(std::fs::read_dir(r.path("pr/.ai")).unwrap().count(), 0);
 }
 
 #[test]
@@ -825,10 +1058,10 @@ fn runner_would_act(line: &str) -> bool {
         })
 }
 
-/// Issue 11: a pull request's `.ai/` 1,800 directories deep is removed with bounded
-/// descriptors, and upstream's helper runs.
+/// Issue 11: a pull request's `.ai/` 1,800 directories deep is no obstacle: upstream's helper
+/// runs, and the deep tree is left as it was.
 #[test]
-fn a_very_deep_ai_tree_of_the_pull_request_is_replaced() {
+fn a_very_deep_ai_tree_of_the_pull_request_is_shadowed() {
     let r = Repos::new();
     let ai = r.path("pr/.ai");
     std::fs::remove_dir_all(&ai).unwrap();
@@ -838,7 +1071,7 @@ fn a_very_deep_ai_tree_of_the_pull_request_is_replaced() {
     std::fs::create_dir_all(&deep).unwrap();
     std::fs::write(deep.join("f"), "x").unwrap();
     r.assert_upstream_marker();
-    assert!(!r.path("pr/.ai/d").exists());
+    assert!(deep.join("f").exists());
 }
 
 /// Issue 11: `wrun explain` names the rule that refused a shell helper.
@@ -1132,6 +1365,27 @@ fn a_directory_that_is_not_a_worktree_is_refused_and_left_as_it_was() {
             "keep\n"
         );
     }
+    // A --worktree that is not one is refused the same way, even with the right --repo; also
+    // with the sandbox off, where upstream's .ai/ would be written into the worktree.
+    r.policy("policy.toml", "off", "");
+    let before = snapshot(&plain);
+    for command in ["helper", "explain"] {
+        let o = r.wrun(&[
+            command,
+            "marker",
+            "--repo",
+            "pr",
+            "--worktree",
+            "plain",
+            "--base",
+            "origin/main",
+            "--policy",
+            "policy.toml",
+        ]);
+        assert_eq!(code(&o), 125, "{}", out(&o));
+        assert!(err(&o).contains("not a git worktree"), "{}", err(&o));
+    }
+    assert_eq!(snapshot(&plain), before);
 }
 
 /// Issue 11: a shell helper runs allowlisted commands in the sandbox (Debian alternatives such
@@ -1674,7 +1928,13 @@ fn an_upstream_link_out_of_ai_is_not_written() {
     let o = r.helper("common", &[]);
     assert_eq!(code(&o), 0, "{}", err(&o));
     assert_eq!(out(&o), "no common.sh\n", "{}", err(&o));
-    assert!(std::fs::symlink_metadata(r.path("pr/.ai/common.sh")).is_err());
+    let copies = r.path(".cache/wrun/upstream/ai");
+    let written = std::fs::read_dir(&copies)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .any(|p| std::fs::symlink_metadata(p.join("common.sh")).is_ok());
+    assert!(!written, "the link out of .ai/ was written into wrun's copy");
     let o = r.wrun(&[
         "explain",
         "common",

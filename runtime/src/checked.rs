@@ -33,6 +33,10 @@ pub(crate) struct MountRules<'a> {
     pub(crate) inside: &'a [&'a str],
     /// Whether a regular file may be mounted (at a guest path of its own).
     pub(crate) files: bool,
+    /// Whether the backend follows symbolic links on the way to a mount point (bwrap resolves
+    /// a destination inside an earlier mount through that mount's host directory): then no
+    /// component of a mount point inside another mount may be a link.
+    pub(crate) follows_links: bool,
 }
 
 /// A job checked for one backend.
@@ -155,6 +159,7 @@ impl Checked {
             },
             backend,
             env_dropped: self.env_dropped.clone(),
+            notes: Vec::new(),
         }
     }
 
@@ -247,6 +252,25 @@ fn check_mounts(job: &Job, rules: MountRules<'_>) -> Result<(Vec<Mount>, Vec<Pat
                 "it would be mounted at, or over, a directory mounted before it (the worktree is at /work); choose another guest path",
             ));
         }
+        #[cfg(target_os = "linux")]
+        if rules.follows_links
+            && let Some(outer) = out
+                .iter()
+                .filter(|m| inside(guest, &m.guest))
+                .max_by_key(|m| m.guest.len())
+        {
+            let rel = guest
+                .strip_prefix(outer.guest.trim_end_matches('/'))
+                .unwrap_or(guest)
+                .trim_start_matches('/');
+            if let Some(link) = link_on_the_way(&outer.host, Path::new(rel)) {
+                return Err(bad(&format!(
+                    "its mount point passes through {}, a symbolic link (or not a directory) in {}, which the sandbox would follow to mount it elsewhere; the mount point must be a real path",
+                    link.display(),
+                    outer.host.display()
+                )));
+            }
+        }
         let host = match std::fs::canonicalize(&mount.host) {
             Ok(host) if host.is_dir() => host,
             Ok(host) if rules.files && host.is_file() => host,
@@ -300,6 +324,40 @@ fn check_mounts(job: &Job, rules: MountRules<'_>) -> Result<(Vec<Mount>, Vec<Pat
         out.push(checked);
     }
     Ok((out, missing))
+}
+
+/// The first component of `rel` beneath `root` that is a symbolic link, or a non-directory on
+/// the way to the last one; `None` when every existing component is real (a missing one is
+/// made by the sandbox as a directory).
+#[cfg(target_os = "linux")]
+fn link_on_the_way(root: &Path, rel: &Path) -> Option<PathBuf> {
+    let Ok(mut at) = open_dir(root) else {
+        return Some(root.to_owned());
+    };
+    let count = rel.components().count();
+    let mut seen = PathBuf::new();
+    for (i, c) in rel.components().enumerate() {
+        seen.push(c);
+        let fd = match openat(
+            &at,
+            c.as_os_str(),
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOENT) => return None,
+            Err(_) => return Some(seen),
+        };
+        let kind = match fstat(&fd) {
+            Ok(st) => SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT,
+            Err(_) => return Some(seen),
+        };
+        if kind == SFlag::S_IFLNK || (i + 1 < count && kind != SFlag::S_IFDIR) {
+            return Some(seen);
+        }
+        at = fd;
+    }
+    None
 }
 
 /// Opens a directory for walking beneath it.

@@ -187,6 +187,11 @@ pub struct Outcome {
     /// guest paths.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<String>,
+    /// What the host did around the run that a reader of the outcome must know, in words (where
+    /// nothing could bind upstream's `.ai/` over the worktree's, that it was written into the
+    /// worktree instead). The runtime itself adds none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Outcome {
@@ -202,6 +207,7 @@ impl Outcome {
             backend,
             env_dropped,
             removed: Vec::new(),
+            notes: Vec::new(),
         }
     }
 }

@@ -57,6 +57,19 @@ impl Sandbox for Runner {
         "runner"
     }
 
+    fn binds<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, bool> {
+        match &job.program {
+            Program::Wasm(_) => self.wasm.binds(job),
+            #[cfg(target_os = "linux")]
+            Program::Native(_) => match &self.native {
+                Some(native) => native.binds(job),
+                None => Box::pin(async { false }),
+            },
+            #[cfg(not(target_os = "linux"))]
+            Program::Native(_) => Box::pin(async { false }),
+        }
+    }
+
     fn run<'a>(&'a self, job: Job) -> BoxFuture<'a, Result<Outcome, Error>> {
         match &job.program {
             Program::Wasm(_) => self.wasm.run(job),

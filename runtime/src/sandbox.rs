@@ -27,4 +27,14 @@ pub trait Sandbox: Send + Sync + std::fmt::Debug {
 
     /// Runs one job to completion.
     fn run<'a>(&'a self, job: Job) -> BoxFuture<'a, Result<Outcome, Error>>;
+
+    /// Whether `job`'s directories would be mounted where the job says (binds, preopens): false
+    /// where it would run without a sandbox, which mounts nothing (a native job in mode `off`,
+    /// or `auto` where bwrap cannot run). A host that must place something over a path of the
+    /// worktree asks this first, and otherwise writes it there. Every backend that confines
+    /// binds, the default.
+    fn binds<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, bool> {
+        let _ = job;
+        Box::pin(async { true })
+    }
 }

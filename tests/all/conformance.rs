@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use wrun_runtime::{Access, Job, Mount, Outcome, Status};
+use wrun_runtime::{Access, Job, Mount, Outcome, Sandbox, Status};
 use wrun_tests::{guest, native, rt, run, run_native};
 
 /// A worktree with everything a protected-path attack aims at.
@@ -470,4 +470,53 @@ fn a_new_nested_git_is_removed_after_the_run_on_every_backend() {
         assert!(ok(&out), "native: {}", out.stderr.text());
         check(&tree, &out.removed, "native");
     }
+}
+
+/// A directory mounted inside the worktree (the host's copy of upstream's `.ai/` over the
+/// worktree's own) is what the helper sees there on every backend, by its absolute guest path
+/// and by a relative one; the worktree's own directory is left as it was. A mount point that
+/// is a symbolic link is refused where the backend would follow it (bwrap), and a link-free
+/// twin runs.
+#[test]
+fn a_directory_mounted_inside_the_worktree_shadows_it_on_every_backend() {
+    let tree = Tree::new(false);
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::write(copy.path().join("marker"), "copy\n").unwrap();
+    let shadowed = |job: Job| {
+        job.worktree_mount(Mount::new(&tree.path, "/work", Access::ReadOnly))
+            .dir(Mount::new(copy.path(), "/work/.ai", Access::ReadOnly))
+    };
+    for path in [".ai/marker", "/work/.ai/marker"] {
+        let out = run(shadowed(Job::wasm(guest()).args(["read", path])));
+        assert_eq!(out.stdout.text(), "copy\n", "wasm {path}: {}", out.stderr.text());
+    }
+    let Some(sandbox) = native() else { return };
+    for path in [".ai/marker", "/work/.ai/marker"] {
+        let out = run_native(sandbox, shadowed(Job::native("/bin/cat").arg(path)));
+        assert_eq!(
+            out.stdout.text(),
+            "copy\n",
+            "native {path}: {}",
+            out.stderr.text()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(tree.path.join(".ai/marker")).unwrap(),
+        "upstream\n"
+    );
+
+    // The worktree's .ai made a link to elsewhere: bwrap would mount there instead.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::remove_dir_all(tree.path.join(".ai")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), tree.path.join(".ai")).unwrap();
+    for link in [".ai", ".ai/deeper"] {
+        let job = Job::native("/bin/cat")
+            .arg("/work/.ai/marker")
+            .worktree_mount(Mount::new(&tree.path, "/work", Access::ReadOnly))
+            .dir(Mount::new(copy.path(), format!("/work/{link}"), Access::ReadOnly));
+        let err = rt().block_on(sandbox.run(job)).expect_err("refused");
+        assert!(err.to_string().contains("symbolic link"), "{link}: {err}");
+    }
+    let out = run(shadowed(Job::wasm(guest()).args(["read", "/work/.ai/marker"])));
+    assert_eq!(out.stdout.text(), "copy\n", "{}", out.stderr.text());
 }

@@ -418,6 +418,15 @@ impl Sandbox for NativeSandbox {
     fn run<'a>(&'a self, job: Job) -> BoxFuture<'a, Result<Outcome, Error>> {
         Box::pin(self.run_native(job))
     }
+
+    fn binds<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            match job.sandbox_mode().unwrap_or(self.config.mode) {
+                SandboxMode::Off => false,
+                SandboxMode::Require | SandboxMode::Auto => self.probe().await.is_ok(),
+            }
+        })
+    }
 }
 
 /// Removes mount points bwrap created, innermost first, if they are still empty directories.
@@ -447,4 +456,5 @@ const MOUNT_RULES: MountRules<'static> = MountRules {
     ],
     inside: &["/usr", "/proc", "/dev", "/sys", "/bin", "/sbin", "/lib", "/lib64"],
     files: true,
+    follows_links: true,
 };

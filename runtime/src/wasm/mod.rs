@@ -189,6 +189,18 @@ impl WasmSandbox {
         // directory, and wasi-libc resolves relative paths against a preopen named `.`.
         if let Some(worktree) = checked.worktree() {
             mounts.push(Mount::new(worktree.host.clone(), ".", worktree.access));
+            // A directory mounted inside the worktree (`/work/.ai`) is reached by relative
+            // paths too (`.ai/x`): wasi-libc picks the preopen with the longest matching name.
+            let inner = format!("{}/", worktree.guest.trim_end_matches('/'));
+            let nested: Vec<Mount> = checked
+                .mounts
+                .iter()
+                .filter_map(|m| {
+                    let rel = m.guest.strip_prefix(&inner)?;
+                    Some(Mount::new(m.host.clone(), rel, m.access))
+                })
+                .collect();
+            mounts.extend(nested);
         }
         // Protected paths of a writable mount: the run is confined with Landlock (or refused).
         #[cfg(target_os = "linux")]
@@ -261,4 +273,5 @@ const MOUNT_RULES: MountRules<'static> = MountRules {
     cover: &[],
     inside: &[],
     files: false,
+    follows_links: false,
 };
