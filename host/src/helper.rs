@@ -27,7 +27,7 @@ use crate::definitions::{DEFINITIONS_PATH, Definitions, HelperProgram, Kind, Wor
 use crate::expand::Var;
 use crate::git::Upstream;
 use crate::policy::Policy;
-use crate::resolve::{Resolved, resolve};
+use crate::resolve::{Resolved, resolve_with};
 use crate::shell;
 
 /// The largest module read from git.
@@ -299,6 +299,10 @@ pub fn plan(
         }
     };
     let guest_root = Path::new(wrun_runtime::job::DEFAULT_WORKTREE_GUEST);
+    let host_of = |p: &Path| policy.host_of(p);
+    let resolve = |command: &str, path: &[PathBuf], worktree: &crate::worktree::Worktree| {
+        resolve_with(command, path, &host_of, worktree)
+    };
     let in_sandbox = |resolved: Resolved| match resolved {
         Resolved::System(p) => p,
         Resolved::Upstream(rel) => guest_root.join(rel),
@@ -460,10 +464,10 @@ pub fn plan(
         for l in &links {
             job = job.dir(Mount::new(l.clone(), l.display().to_string(), Access::ReadOnly));
         }
-        for dir in &policy.native.ro_binds {
+        for bind in &policy.native.ro_binds {
             job = job.dir(Mount::new(
-                dir.clone(),
-                dir.display().to_string(),
+                bind.host.clone(),
+                bind.guest.clone(),
                 Access::ReadOnly,
             ));
         }

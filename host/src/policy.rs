@@ -111,9 +111,111 @@ pub struct NativeSection {
     /// Directories searched for bare command names, in order (absolute).
     #[serde(default)]
     pub path: Vec<PathBuf>,
-    /// Host directories bound read-only at the same path (a tools venv).
+    /// Host directories (or files) bound read-only into native helpers' sandbox: `HOST` at
+    /// the same path, or `HOST::GUEST` at a guest path of its own (a tools venv kept under the
+    /// sandbox's `/work`, say: `/work/ci/venv::/opt/venv`). A guest path may not lie in the
+    /// worktree's place (`/work`) or in the sandbox's own directories (`/usr`, `/proc`, `/tmp`
+    /// itself …). `[native] path` names guest paths.
     #[serde(default)]
-    pub ro_binds: Vec<PathBuf>,
+    #[schemars(with = "Vec<String>")]
+    pub ro_binds: Vec<RoBind>,
+}
+
+/// One of `[native] ro_binds`: a host path and where the sandbox sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub struct RoBind {
+    /// The host path.
+    pub host: PathBuf,
+    /// The guest path (the host path when the entry names none).
+    pub guest: String,
+    /// Whether the entry named the guest path.
+    pub explicit: bool,
+}
+
+impl From<String> for RoBind {
+    fn from(spec: String) -> Self {
+        match spec.split_once("::") {
+            Some((host, guest)) => Self {
+                host: PathBuf::from(host),
+                guest: guest.to_owned(),
+                explicit: true,
+            },
+            None => Self {
+                guest: spec.clone(),
+                host: PathBuf::from(spec),
+                explicit: false,
+            },
+        }
+    }
+}
+
+impl From<RoBind> for String {
+    fn from(bind: RoBind) -> Self {
+        if bind.explicit {
+            format!("{}::{}", bind.host.display(), bind.guest)
+        } else {
+            bind.host.display().to_string()
+        }
+    }
+}
+
+impl RoBind {
+    /// Why the sandbox cannot take this bind, with what to write instead; `None` if it can.
+    /// Checks the text only (the host path need not exist here: see [`RoBind::host_problem`]).
+    pub fn problem(&self) -> Option<String> {
+        let spec = String::from(self.clone());
+        let name = self
+            .host
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "tools".to_owned());
+        let elsewhere = format!("{}::/opt/{name}", self.host.display());
+        if !self.host.is_absolute()
+            || self
+                .host
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Some(format!(
+                "ro_binds {spec:?}: the host path must be absolute, without `..`"
+            ));
+        }
+        let work = wrun_runtime::job::DEFAULT_WORKTREE_GUEST;
+        let guest = self.guest.trim_end_matches('/');
+        if guest == work || guest.starts_with(&format!("{work}/")) {
+            return Some(if self.explicit {
+                format!(
+                    "ro_binds {spec:?}: the guest path {guest} lies in the worktree's place in the sandbox ({work}), where it would cover or land among the pull request's files; choose a free guest path, such as /opt/{name}"
+                )
+            } else {
+                format!(
+                    "ro_binds {spec:?}: bound at the same path, it would lie in the worktree's place in the sandbox ({work}); give it a guest path of its own: {elsewhere:?} (and name the guest path in [native] path)"
+                )
+            });
+        }
+        if let Some(problem) = wrun_runtime::native::guest_path_problem(&self.guest) {
+            return Some(format!(
+                "ro_binds {spec:?}: {problem}; choose a free guest path, such as {elsewhere:?}"
+            ));
+        }
+        None
+    }
+
+    /// Why the host path cannot be bound on this machine (missing, not a directory or file).
+    pub fn host_problem(&self) -> Option<String> {
+        match std::fs::metadata(&self.host) {
+            Ok(m) if m.is_dir() || m.is_file() => None,
+            Ok(_) => Some(format!(
+                "ro_binds: {} is not a directory or a regular file",
+                self.host.display()
+            )),
+            Err(e) => Some(format!(
+                "ro_binds: {} cannot be bound: {e}; create it (wrun install makes a policy's tool venv) or remove the entry",
+                self.host.display()
+            )),
+        }
+    }
 }
 
 /// The environment helpers get.
@@ -251,6 +353,21 @@ impl Policy {
         (mode, looser)
     }
 
+    /// Where a guest path of native helpers' sandbox lies on the host: through the
+    /// `[native] ro_binds` whose guest path holds it (the longest), else the same path.
+    pub fn host_of(&self, guest: &Path) -> PathBuf {
+        self.native
+            .ro_binds
+            .iter()
+            .filter_map(|b| {
+                let rel = guest.strip_prefix(&b.guest).ok()?;
+                Some((b.guest.len(), b.host.join(rel)))
+            })
+            .max_by_key(|(len, _)| *len)
+            .map(|(_, host)| host)
+            .unwrap_or_else(|| guest.to_owned())
+    }
+
     /// Reads and validates a policy file.
     ///
     /// # Security
@@ -290,7 +407,12 @@ impl Policy {
         defaults
             .check_within(&ceilings)
             .map_err(|e| invalid(format!("[limits] {e}")))?;
-        for dir in file.native.path.iter().chain(&file.native.ro_binds) {
+        for bind in &file.native.ro_binds {
+            if let Some(problem) = bind.problem() {
+                return Err(invalid(format!("[native] {problem}")));
+            }
+        }
+        for dir in &file.native.path {
             if !dir.is_absolute() {
                 return Err(invalid(format!(
                     "[native] {} must be an absolute path",

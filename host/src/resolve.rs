@@ -42,6 +42,21 @@ pub fn resolve(
     path: &[PathBuf],
     worktree: &crate::worktree::Worktree,
 ) -> Result<Resolved, ResolveError> {
+    resolve_with(command, path, &|p| p.to_owned(), worktree)
+}
+
+/// [`resolve`] where `path` names the sandbox's directories and `host_of` says where a guest
+/// path lies on the host (through the policy's `ro_binds`): a bare name is found in a guest
+/// directory by looking at its host place, and resolves to the guest path.
+///
+/// # Security
+/// As [`resolve`].
+pub fn resolve_with(
+    command: &str,
+    path: &[PathBuf],
+    host_of: &dyn Fn(&Path) -> PathBuf,
+    worktree: &crate::worktree::Worktree,
+) -> Result<Resolved, ResolveError> {
     let refuse = |reason: String| ResolveError {
         command: command.to_owned(),
         reason,
@@ -54,7 +69,7 @@ pub fn resolve(
             .iter()
             .filter(|dir| dir.is_absolute())
             .map(|dir| dir.join(command))
-            .find(|p| is_executable(p))
+            .find(|p| is_executable(&host_of(p)))
             .map(Resolved::System)
             .ok_or_else(|| refuse("not found on the policy's PATH".into()));
     }
@@ -63,7 +78,7 @@ pub fn resolve(
         let in_policy = as_path
             .parent()
             .is_some_and(|parent| path.iter().any(|dir| dir == parent));
-        if in_policy && is_executable(as_path) {
+        if in_policy && is_executable(&host_of(as_path)) {
             return Ok(Resolved::System(as_path.to_owned()));
         }
         return Err(refuse(

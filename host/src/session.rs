@@ -314,6 +314,16 @@ impl Session {
         })
     }
 
+    /// Checks a plan's job as the runtime will before running it (mounts, binds, limits),
+    /// without running it: `wrun explain` refuses what `wrun helper` would.
+    pub fn check(&self, plan: &Plan) -> Result<(), SessionError> {
+        match plan.kind {
+            Kind::Wasm => wrun_runtime::wasm::check(&plan.job)?,
+            _ => wrun_runtime::native::check(&plan.job)?,
+        }
+        Ok(())
+    }
+
     /// Makes upstream's `.ai/` what a native helper sees at the worktree's `.ai/`, before it
     /// runs on `sandbox`. Where the sandbox binds it: the worktree's `.ai` must be a directory
     /// (or missing: an empty one is made as the mount point). Where nothing can bind it: upstream's

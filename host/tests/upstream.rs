@@ -104,6 +104,11 @@ kind = "shell"
 run = "ls .ai"
 
 [[helper]]
+name = "tool"
+kind = "native"
+command = ["mytool", "--flag"]
+
+[[helper]]
 name = "marker"
 kind = "shell"
 run = "cat .ai/marker && echo \"args: $*\""
@@ -319,6 +324,11 @@ limits = {{ stdout_cap = "64KiB" }}
         let path = self.path(name);
         let (env_extra, rest) = extra.split_once("@@").unwrap_or(("", extra));
         // The pull request's clone names `up` as its origin; the operator allows it.
+        let native = if rest.contains("[native]") {
+            ""
+        } else {
+            "[native]\npath = [\"/usr/bin\", \"/bin\"]\n"
+        };
         let upstream = if rest.contains("[upstream]") {
             String::new()
         } else {
@@ -334,9 +344,7 @@ timeout = "20s"
 stdout_cap = "1MiB"
 [ceilings]
 timeout = "1m"
-[native]
-path = ["/usr/bin", "/bin"]
-[env]
+{native}[env]
 allow = ["LANG"{env_extra}]
 [templates]
 safe_keys = ["base_ref", "pr_title"]
@@ -2256,4 +2264,98 @@ fn a_definition_sets_limits_up_to_the_ceiling_and_no_further() {
         "{}",
         err(&o)
     );
+}
+
+/// Issue 14: a tool directory anywhere on the host (here one the sandbox could not take at its
+/// own path) is bound at a guest path of its own with `HOST::GUEST`; a bind the sandbox cannot
+/// take is refused when the policy is read, saying what to write instead, and a bind whose host
+/// path is missing is refused by `wrun explain` and `wrun policy check`, not first by a run.
+#[test]
+fn ro_binds_place_a_host_directory_at_a_guest_path_and_bad_binds_are_refused_early() {
+    let r = Repos::new();
+    let tools = r.path("tools");
+    executable(
+        &tools.join("bin/mytool"),
+        "#!/bin/sh\necho \"tool ran $* from $0\"\n",
+    );
+    let bound = format!(
+        "[native]\npath = [\"/opt/tools/bin\", \"/usr/bin\", \"/bin\"]\nro_binds = [\"{}::/opt/tools\"]\n",
+        tools.display()
+    );
+    r.policy("policy.toml", "require", &bound);
+    let o = r.helper("tool", &[]);
+    assert_eq!(
+        (code(&o), out(&o).as_str()),
+        (0, "tool ran --flag from /opt/tools/bin/mytool\n"),
+        "{}",
+        err(&o)
+    );
+    let explain = |policy: &str| {
+        r.wrun(&[
+            "explain",
+            "tool",
+            "--repo",
+            "pr",
+            "--base",
+            "origin/main",
+            "--policy",
+            policy,
+        ])
+    };
+    let o = explain("policy.toml");
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(
+        out(&o).contains(&format!("{} -> /opt/tools (ro)", tools.display())),
+        "{}",
+        out(&o)
+    );
+    let o = r.wrun(&["policy", "check", "policy.toml"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+
+    // Refused as the policy is read, each with what to write instead.
+    for (bind, says) in [
+        ("/work/ci/venv".to_owned(), "\"/work/ci/venv::/opt/venv\""),
+        (format!("{}::/work/tools", tools.display()), "such as /opt/tools"),
+        (format!("{}::/usr/local/tools", tools.display()), "inside /usr"),
+        (format!("{}::/tmp", tools.display()), "cover /tmp"),
+        ("relative/dir".to_owned(), "absolute"),
+    ] {
+        r.policy(
+            "bad.toml",
+            "require",
+            &format!("[native]\npath = [\"/usr/bin\"]\nro_binds = [\"{bind}\"]\n"),
+        );
+        for o in [explain("bad.toml"), r.wrun(&["policy", "check", "bad.toml"])] {
+            assert_eq!(code(&o), 125, "{bind}: {}", out(&o));
+            assert!(err(&o).contains(says), "{bind}: {}", err(&o));
+        }
+    }
+    // A host path missing on this machine: explain and policy check say so, exit 125.
+    r.policy(
+        "missing.toml",
+        "require",
+        &format!(
+            "[native]\npath = [\"/opt/tools/bin\", \"/usr/bin\"]\nro_binds = [\"{}::/opt/tools\"]\n",
+            r.path("no-such-venv").display()
+        ),
+    );
+    let o = r.wrun(&["policy", "check", "missing.toml"]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(
+        err(&o).contains("no-such-venv") && err(&o).contains("create it"),
+        "{}",
+        err(&o)
+    );
+    let o = r.wrun(&[
+        "explain",
+        "lint",
+        "--repo",
+        "pr",
+        "--base",
+        "origin/main",
+        "--policy",
+        "missing.toml",
+    ]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(err(&o).contains("no-such-venv"), "{}", err(&o));
 }

@@ -276,6 +276,11 @@ fn check_mounts(job: &Job, rules: MountRules<'_>) -> Result<(Vec<Mount>, Vec<Pat
             Ok(host) if rules.files && host.is_file() => host,
             Ok(_) if rules.files => return Err(bad("not a directory or a regular file")),
             Ok(_) => return Err(bad("not a directory")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(bad(
+                    "it does not exist on this host; create it, or remove the mount (a policy's [native] ro_binds entry)",
+                ));
+            }
             Err(e) => return Err(bad(&format!("cannot open it: {e}"))),
         };
         let mut protected = Vec::new();

@@ -157,6 +157,7 @@ impl ExplainCmd {
     pub(crate) fn execute(self) -> anyhow::Result<u8> {
         let (session, request) = self.common.session()?;
         let plan = session.prepare(&request, ambient::var)?.plan?;
+        session.check(&plan)?;
         let explained = plan.explain();
         if self.json {
             say!("{}", serde_json::to_string_pretty(&explained)?)?;

@@ -26,6 +26,16 @@ impl PolicyCmd {
         match self.action {
             PolicyAction::Check { file } => {
                 let policy = Policy::load(&file)?;
+                // What the text alone cannot say: whether each bind exists on this machine.
+                let problems: Vec<String> = policy
+                    .native
+                    .ro_binds
+                    .iter()
+                    .filter_map(|b| b.host_problem())
+                    .collect();
+                if !problems.is_empty() {
+                    anyhow::bail!("{}: [native] {}", file.display(), problems.join("; [native] "));
+                }
                 say!("{}", serde_json::to_string_pretty(&policy)?)?;
                 Ok(0)
             }

@@ -227,9 +227,8 @@ impl RunCmd {
         }
         if !wasm {
             // The policy's read-only binds, as production gives them (a tools prefix).
-            for dir in &policy.native.ro_binds {
-                let guest = dir.to_string_lossy().into_owned();
-                job = job.dir(Mount::new(dir, guest, Access::ReadOnly));
+            for bind in &policy.native.ro_binds {
+                job = job.dir(Mount::new(&bind.host, bind.guest.clone(), Access::ReadOnly));
             }
         }
         // The policy's fixed values, then --env: nothing of wrun's own environment reaches the

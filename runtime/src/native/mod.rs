@@ -438,6 +438,50 @@ fn remove_mount_points(created: &[PathBuf]) {
     }
 }
 
+/// Checks `job` as the native sandbox does before it runs one (an absolute program, limits,
+/// mounts: guest paths, host paths, mount points), without running anything or needing bwrap:
+/// what a host's dry run (`wrun explain`) reports.
+pub fn check(job: &Job) -> Result<(), Error> {
+    if let Program::Native(program) = &job.program
+        && !program.is_absolute()
+    {
+        return Err(Error::Program {
+            path: program.clone(),
+            reason: "native programs must be absolute paths (the host resolves bare names on its PATH)"
+                .into(),
+        });
+    }
+    Checked::new(job.clone(), MOUNT_RULES).map(drop)
+}
+
+/// Why the native sandbox cannot mount anything at guest path `guest`, if it cannot: not
+/// absolute, `.` or `..` in it, or one of its own system directories covered or entered
+/// (`/usr`, `/proc`, `/tmp` itself …). A policy's binds are checked with this when it is read.
+pub fn guest_path_problem(guest: &str) -> Option<String> {
+    let inside = |a: &str, b: &str| b == "/" || a.starts_with(&format!("{}/", b.trim_end_matches('/')));
+    if !guest.starts_with('/') || guest.split('/').any(|c| c == ".." || c == ".") || guest.contains("//") {
+        return Some("the guest path must be absolute, without `.` or `..` components".into());
+    }
+    let guest = if guest == "/" {
+        guest
+    } else {
+        guest.trim_end_matches('/')
+    };
+    if let Some(r) = MOUNT_RULES
+        .cover
+        .iter()
+        .find(|r| guest == **r || inside(r, guest))
+    {
+        return Some(format!("the guest path would cover {r} of the sandbox"));
+    }
+    if let Some(r) = MOUNT_RULES.inside.iter().find(|r| inside(guest, r)) {
+        return Some(format!(
+            "the guest path lies inside {r}, which the sandbox mounts read-only or for itself"
+        ));
+    }
+    None
+}
+
 /// Where a path of the sandbox's view lies on the host: under a mount's guest path, the same
 /// place under its host directory; anything else is the same path.
 fn host_path(mounts: &[Mount], program: &Path) -> PathBuf {

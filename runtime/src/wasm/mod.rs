@@ -267,6 +267,12 @@ impl Sandbox for WasmSandbox {
     }
 }
 
+/// Checks `job` as the wasm sandbox does before it runs one (limits, preopens), without
+/// compiling or running anything: what a host's dry run (`wrun explain`) reports.
+pub fn check(job: &Job) -> Result<(), Error> {
+    Checked::new(job.clone(), MOUNT_RULES).map(drop)
+}
+
 /// As wasmtime's own CLI: any guest path, nested or `/` itself; no files (a preopen is a
 /// directory).
 const MOUNT_RULES: MountRules<'static> = MountRules {
