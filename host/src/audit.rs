@@ -194,6 +194,18 @@ pub fn append(path: &Path, record: &Record<'_>) -> std::io::Result<()> {
     file.write_all(record.to_line().as_bytes())
 }
 
+/// Appends one JSON value as a line to the log at `path` (see [`open`]), in one write: records
+/// of events other than runs (`wrun install`).
+///
+/// # Security
+/// Writes the operator's audit file with wrun's authority.
+pub fn append_value(path: &Path, value: &serde_json::Value) -> std::io::Result<()> {
+    let mut line = value.to_string();
+    line.push('\n');
+    let mut file = open(path)?;
+    file.write_all(line.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

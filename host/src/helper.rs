@@ -478,7 +478,9 @@ pub fn plan(
     if def.kind() != Kind::Wasm {
         job = job.sandbox(policy.sandbox);
     }
-    if def.kind() == Kind::Shell && !has_path {
+    // A native helper and what it starts (an upstream script running `ruff`) find commands on
+    // the policy's PATH, as the host resolved the helper's own.
+    if def.kind() != Kind::Wasm && !has_path && !policy.native.path.is_empty() {
         let path = policy
             .native
             .path

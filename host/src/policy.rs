@@ -89,6 +89,24 @@ pub struct PolicyFile {
     audit: AuditSection,
     #[serde(default)]
     upstream: UpstreamSection,
+    #[serde(default)]
+    install: InstallSection,
+}
+
+/// The tools `wrun install` puts in a venv the native sandbox binds (seed 001's install hook:
+/// pip, outside any sandbox, at the repository owner's trust; never the pull request's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstallSection {
+    /// The venv `wrun install` creates or updates: an absolute host path inside one of
+    /// `[native] ro_binds` (so helpers see it), whose `bin` `[native] path` names.
+    pub venv: Option<PathBuf>,
+    /// What to install: a package name, optional `[extras]` and version (`ruff==0.6.9`). No
+    /// options, URLs, VCS references, `@` references, paths, archives or markers.
+    #[serde(default)]
+    pub packages: Vec<String>,
+    /// The Python that makes the venv (absolute). Default: `python3` on wrun's PATH.
+    pub python: Option<PathBuf>,
 }
 
 /// Where helper definitions come from (layer 1).
@@ -321,6 +339,8 @@ pub struct Policy {
     pub audit: AuditSection,
     /// Upstream repository.
     pub upstream: UpstreamSection,
+    /// Tools `wrun install` installs.
+    pub install: InstallSection,
 }
 
 impl Policy {
@@ -351,6 +371,25 @@ impl Policy {
             }
         }
         (mode, looser)
+    }
+
+    /// Where native helpers see host path `host`: through the `[native] ro_binds` entry whose
+    /// host path holds it (the longest), if any.
+    pub fn guest_of(&self, host: &Path) -> Option<String> {
+        self.native
+            .ro_binds
+            .iter()
+            .filter_map(|b| {
+                let rel = host.strip_prefix(&b.host).ok()?;
+                let guest = if rel.as_os_str().is_empty() {
+                    b.guest.clone()
+                } else {
+                    Path::new(&b.guest).join(rel).display().to_string()
+                };
+                Some((b.host.as_os_str().len(), guest))
+            })
+            .max_by_key(|(len, _)| *len)
+            .map(|(_, guest)| guest)
     }
 
     /// Where a guest path of native helpers' sandbox lies on the host: through the
@@ -412,6 +451,39 @@ impl Policy {
                 return Err(invalid(format!("[native] {problem}")));
             }
         }
+        for spec in &file.install.packages {
+            crate::install::validate(spec).map_err(|e| invalid(format!("[install] {e}")))?;
+        }
+        if let Some(python) = &file.install.python
+            && !python.is_absolute()
+        {
+            return Err(invalid(format!(
+                "[install] python {} must be an absolute path",
+                python.display()
+            )));
+        }
+        match &file.install.venv {
+            Some(venv) if !venv.is_absolute() => {
+                return Err(invalid(format!(
+                    "[install] venv {} must be an absolute path",
+                    venv.display()
+                )));
+            }
+            Some(venv) if !file.native.ro_binds.iter().any(|b| venv.starts_with(&b.host)) => {
+                return Err(invalid(format!(
+                    "[install] venv {} is not bound into the sandbox, so helpers would not see it; add it to [native] ro_binds (ro_binds = [\"{}\"], or \"{}::/opt/tools\" if it lies under /work or /tmp) and its bin to [native] path",
+                    venv.display(),
+                    venv.display(),
+                    venv.display()
+                )));
+            }
+            None if !file.install.packages.is_empty() => {
+                return Err(invalid(
+                    "[install] packages need a venv to go in: set [install] venv".to_owned(),
+                ));
+            }
+            _ => {}
+        }
         for dir in &file.native.path {
             if !dir.is_absolute() {
                 return Err(invalid(format!(
@@ -448,6 +520,7 @@ impl Policy {
             templates: file.templates,
             audit: file.audit,
             upstream: file.upstream,
+            install: file.install,
         })
     }
 

@@ -260,3 +260,16 @@ fn the_guest_sdk_readme_shows_the_example_file() {
     let end = start + readme[start..].find("```").unwrap();
     assert_eq!(&readme[start..end], example);
 }
+
+/// The operator's guide shows `tests/examples/operator.toml`, which its commands use: the two
+/// stay the same.
+#[test]
+fn the_operators_guide_shows_the_policy_it_runs_with() {
+    let root = wrun_tests::workspace_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let policy = std::fs::read_to_string(root.join("tests/examples/operator.toml")).unwrap();
+    let guide = &readme[readme.find("## Operator's guide").unwrap()..];
+    let start = guide.find("```toml\n").unwrap() + "```toml\n".len();
+    let end = start + guide[start..].find("```").unwrap();
+    assert_eq!(&guide[start..end], policy);
+}

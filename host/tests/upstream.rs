@@ -109,6 +109,16 @@ kind = "native"
 command = ["mytool", "--flag"]
 
 [[helper]]
+name = "venv-ruff"
+kind = "native"
+command = ["ruff", "--version"]
+
+[[helper]]
+name = "venv-pip"
+kind = "native"
+command = ["pip", "--version"]
+
+[[helper]]
 name = "marker"
 kind = "shell"
 run = "cat .ai/marker && echo \"args: $*\""
@@ -948,9 +958,10 @@ fn explain_shows_the_job_with_env_names_only_and_runs_nothing() {
         .iter()
         .map(|n| n.as_str().unwrap())
         .collect();
-    assert_eq!(env[..3], ["LANG", "WRUN_VISIBLE", "FIXED"]);
+    // The policy's PATH (guest paths), for the commands a native helper starts.
+    assert_eq!(env[..4], ["LANG", "WRUN_VISIBLE", "FIXED", "PATH"]);
     // The rest is wrun's git isolation, for git wherever it runs in the sandbox.
-    assert!(env[3..].iter().all(|n| n.starts_with("GIT_")), "{env:?}");
+    assert!(env[4..].iter().all(|n| n.starts_with("GIT_")), "{env:?}");
     assert!(v["binds"][0].as_str().unwrap().ends_with("pr -> /work (ro)"));
     let text = out(&o);
     assert!(!text.contains("visible-value-42") && !text.contains("fixed-value-91") && !text.contains(CANARY));
@@ -2358,4 +2369,117 @@ fn ro_binds_place_a_host_directory_at_a_guest_path_and_bad_binds_are_refused_ear
     ]);
     assert_eq!(code(&o), 125, "{}", out(&o));
     assert!(err(&o).contains("no-such-venv"), "{}", err(&o));
+}
+
+/// `wrun install` makes the policy's venv with pip (wheels only), rewrites its scripts to the
+/// guest path the sandbox binds it at, records what it installed in the audit log, and updates
+/// it when run again; helpers then run its tools in the sandbox. A spec pip could fetch or run
+/// something else with is refused when the policy is read, and nothing is created.
+#[test]
+fn wrun_install_makes_the_venv_the_policy_binds_and_helpers_run_its_tools() {
+    let r = Repos::new();
+    let venv = r.path("tools");
+    let audit = r.path("audit.log");
+    let native = format!(
+        "[native]\npath = [\"/opt/tools/bin\", \"/usr/bin\", \"/bin\"]\nro_binds = [\"{}::/opt/tools\"]\n",
+        venv.display()
+    );
+    let install = |venv: &Path, packages: &str| {
+        format!(
+            "{native}[install]\nvenv = \"{}\"\npackages = {packages}\n[audit]\nlog = \"{}\"\n",
+            venv.display(),
+            audit.display()
+        )
+    };
+    // Before the install, the policy's PATH has no ruff: refused, not run.
+    r.policy("policy.toml", "require", &install(&venv, "[\"ruff\"]"));
+    let o = r.helper("venv-ruff", &[]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+
+    let o = r.wrun(&["install", "--policy", "policy.toml", "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let done: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(done["created"], true, "{done}");
+    assert_eq!(done["guest"], "/opt/tools", "{done}");
+    assert!(
+        done["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "ruff"),
+        "{done}"
+    );
+    let pip = std::fs::read_to_string(venv.join("bin/pip")).unwrap();
+    assert!(pip.starts_with("#!/opt/tools/bin/python"), "{pip}");
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let line: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(line["event"], "install", "{line}");
+    assert_eq!(line["specs"], serde_json::json!(["ruff"]), "{line}");
+    assert!(
+        line["installed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "ruff"),
+        "{line}"
+    );
+
+    // The tools run in the sandbox from the guest path: ruff, and pip through its rewritten #!.
+    let o = r.helper("venv-ruff", &[]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(out(&o).starts_with("ruff "), "{}", out(&o));
+    let o = r.helper("venv-pip", &[]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(out(&o).contains("/opt/tools/lib/"), "{}", out(&o));
+
+    // Run again: updated in place, not re-created.
+    let o = r.wrun(&["install", "--policy", "policy.toml", "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let done: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(done["created"], false, "{done}");
+
+    // Specs that fetch or run something other than a package from the index: refused at load,
+    // and the venv is not created.
+    let other = r.path("other-tools");
+    for spec in [
+        "git+https://github.com/astral-sh/ruff",
+        "ruff @ https://example.com/ruff.whl",
+        "--index-url=https://example.com/simple",
+        "-e .",
+        "./local-pkg",
+        "ruff; python_version > '3'",
+    ] {
+        let native = native.replace(&venv.display().to_string(), &other.display().to_string());
+        r.policy(
+            "bad.toml",
+            "require",
+            &format!(
+                "{native}[install]\nvenv = \"{}\"\npackages = [\"ruff\", {}]\n",
+                other.display(),
+                toml_string(spec)
+            ),
+        );
+        let o = r.wrun(&["install", "--policy", "bad.toml"]);
+        assert_eq!(code(&o), 125, "{spec}: {}", out(&o));
+        assert!(err(&o).contains("refused"), "{spec}: {}", err(&o));
+        assert!(!other.exists(), "{spec}: the venv was created");
+    }
+    // A venv the sandbox does not bind is refused, saying what to add.
+    r.policy(
+        "unbound.toml",
+        "require",
+        &format!(
+            "[native]\npath = [\"/usr/bin\"]\n[install]\nvenv = \"{}\"\npackages = [\"ruff\"]\n",
+            other.display()
+        ),
+    );
+    let o = r.wrun(&["install", "--policy", "unbound.toml"]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(err(&o).contains("ro_binds"), "{}", err(&o));
+    assert!(!other.exists());
+}
+
+/// A TOML basic string holding `s`.
+fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
 }

@@ -5,6 +5,7 @@ mod check;
 mod doctor;
 mod exit;
 mod helper;
+mod install;
 mod limits;
 mod out;
 mod parse;
@@ -38,6 +39,9 @@ enum Command {
     Check(check::CheckCmd),
     /// Work with policy files.
     Policy(policy::PolicyCmd),
+    /// Create or update the policy's tool venv (`[install]`: packages from PyPI with pip,
+    /// wheels only, no options, URLs or paths), which its `[native] ro_binds` binds.
+    Install(install::InstallCmd),
     /// Print what this machine supports for native helpers and which sandbox mode would be used.
     Doctor(doctor::DoctorCmd),
 }
@@ -72,6 +76,7 @@ impl Cli {
                 Command::Doctor(cmd) => cmd.execute().await,
                 Command::Check(cmd) => cmd.execute(),
                 Command::Policy(cmd) => cmd.execute(),
+                Command::Install(cmd) => cmd.execute(),
             }
         });
         match result {
