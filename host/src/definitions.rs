@@ -12,7 +12,7 @@
 //! module = ".ai/helpers/tree-stats.wasm"   # a path in the upstream commit
 //! sha256 = "9f2c…"                          # optional pin; another module is refused
 //! args = ["--base", "{base_ref}"]           # templates; only the policy's safe keys
-//! limits = { timeout = "10s" }              # may only tighten the policy
+//! limits = { timeout = "10s" }              # any value up to the policy's [ceilings]
 //!
 //! [[helper]]
 //! name = "ruff"
@@ -148,6 +148,8 @@ pub const MAX_MODEL_ARGS: usize = 64;
 pub struct Helper {
     /// Its name.
     pub name: String,
+    /// The 1-based line of its entry in the definitions file.
+    pub line: usize,
     /// One line for people.
     pub description: Option<String>,
     /// What it runs.
@@ -198,41 +200,167 @@ impl Helper {
     }
 }
 
-/// A definitions file, validated.
+/// One definition that cannot be used, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The 1-based line of the file where it is (the entry's, or the offending key's).
+    pub line: usize,
+    /// The helper's name as written, where it could be read.
+    pub helper: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.helper {
+            Some(name) => write!(f, "line {}: helper {name:?}: {}", self.line, self.message),
+            None => write!(f, "line {}: {}", self.line, self.message),
+        }
+    }
+}
+
+/// A definitions file, validated: the helpers that can be used, and a problem for each entry
+/// that cannot. One bad entry does not take the others down; it is reported with its line (by
+/// [`Definitions::check`], and when the helper it names is asked for).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Definitions {
-    /// The helpers, in file order.
+    /// The usable helpers, in file order.
     pub helpers: Vec<Helper>,
+    /// Every entry that cannot be used, in file order.
+    pub problems: Vec<Problem>,
+}
+
+/// The file as written, each entry kept as its own TOML text to be read on its own.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    version: u32,
+    #[serde(default, rename = "helper")]
+    helpers: Vec<toml::Spanned<toml::Value>>,
+}
+
+/// One entry, read from its own text.
+#[derive(Deserialize)]
+struct OneEntry {
+    helper: Vec<Definition>,
+}
+
+/// The 1-based line of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.get(..at)
+        .map_or(1, |t| t.bytes().filter(|b| *b == b'\n').count() + 1)
 }
 
 impl Definitions {
-    /// Parses and validates definitions text; `source_name` names it in errors.
+    /// Parses and validates definitions text; `source_name` names it in errors. A file that is
+    /// not TOML, has an unknown top-level key or another version is an error; an entry that
+    /// cannot be used is a [`Problem`] and the others stay usable.
     pub fn parse(source_name: &str, text: &str) -> Result<Self, DefinitionsError> {
         let err = |message: String| DefinitionsError {
             source_name: source_name.to_owned(),
             message,
         };
-        let file: DefinitionsFile =
-            toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
+        let file: RawFile = toml::from_str(text).map_err(|e| {
+            err(match e.span() {
+                Some(span) => format!("line {}: {}", line_of(text, span.start), e.message().trim_end()),
+                None => e.message().trim_end().to_owned(),
+            })
+        })?;
         if file.version != 1 {
             return Err(err(format!(
                 "version {} is not supported; this wrun reads version 1",
                 file.version
             )));
         }
-        let mut names = BTreeSet::new();
-        let mut helpers = Vec::with_capacity(file.helpers.len());
-        for def in file.helpers {
-            let name = def.name.clone();
-            let helper = def
-                .into_helper()
-                .map_err(|m| err(format!("helper {name:?}: {m}")))?;
-            if !names.insert(name.clone()) {
-                return Err(err(format!("helper {name:?} is defined twice")));
+        let mut problems = Vec::new();
+        let mut helpers: Vec<(usize, Helper)> = Vec::with_capacity(file.helpers.len());
+        for (i, entry) in file.helpers.iter().enumerate() {
+            // A `[[helper]]` header's span is the header alone: its entry runs to the next one.
+            let mut span = entry.span();
+            if text.get(span.clone()).is_some_and(|t| t.starts_with("[[")) {
+                span.end = file
+                    .helpers
+                    .get(i + 1)
+                    .map_or(text.len(), |next| next.span().start);
             }
-            helpers.push(helper);
+            let line = line_of(text, span.start);
+            let name = entry
+                .get_ref()
+                .get("name")
+                .and_then(toml::Value::as_str)
+                .map(str::to_owned);
+            let problem = |line, message| Problem {
+                line,
+                helper: name.clone(),
+                message,
+            };
+            let def = match read_entry(text, span.clone()) {
+                Ok(def) => def,
+                Err((at, message)) => {
+                    problems.push(problem(at, message));
+                    continue;
+                }
+            };
+            match def.into_helper() {
+                Ok(helper) => helpers.push((line, Helper { line, ..helper })),
+                Err(message) => problems.push(problem(line, message)),
+            }
         }
-        Ok(Self { helpers })
+        // A name defined twice names neither: which one was meant is not for wrun to guess.
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let twice: BTreeSet<String> = helpers
+            .iter()
+            .map(|(_, h)| h.name.as_str())
+            .filter(|n| !seen.insert(n))
+            .map(str::to_owned)
+            .collect();
+        for name in &twice {
+            let lines: Vec<String> = helpers
+                .iter()
+                .filter(|(_, h)| &h.name == name)
+                .map(|(l, _)| l.to_string())
+                .collect();
+            let first = helpers
+                .iter()
+                .find(|(_, h)| &h.name == name)
+                .map_or(1, |(l, _)| *l);
+            problems.push(Problem {
+                line: first,
+                helper: Some(name.clone()),
+                message: format!(
+                    "is defined more than once (lines {}); rename or remove all but one",
+                    lines.join(", ")
+                ),
+            });
+        }
+        problems.sort_by_key(|p| p.line);
+        Ok(Self {
+            helpers: helpers
+                .into_iter()
+                .filter(|(_, h)| !twice.contains(&h.name))
+                .map(|(_, h)| h)
+                .collect(),
+            problems,
+        })
+    }
+
+    /// [`Definitions::parse`], and every problem an error: what `wrun definitions check` asks
+    /// before a file is merged upstream.
+    pub fn check(source_name: &str, text: &str) -> Result<Self, DefinitionsError> {
+        let file = Self::parse(source_name, text)?;
+        if file.problems.is_empty() {
+            return Ok(file);
+        }
+        Err(DefinitionsError {
+            source_name: source_name.to_owned(),
+            message: file
+                .problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        })
     }
 
     /// The helper called `name`.
@@ -240,10 +368,41 @@ impl Definitions {
         self.helpers.iter().find(|d| d.name == name)
     }
 
+    /// The problems of the entries named `name`.
+    pub fn problems_of(&self, name: &str) -> Vec<&Problem> {
+        self.problems
+            .iter()
+            .filter(|p| p.helper.as_deref() == Some(name))
+            .collect()
+    }
+
     /// The names defined, for error messages.
     pub fn names(&self) -> Vec<&str> {
         self.helpers.iter().map(|d| d.name.as_str()).collect()
     }
+}
+
+/// Reads one `[[helper]]` entry from its own text (`span` of `text`), so that an error names
+/// the line of the offending key. Returns the line and message of the first error.
+fn read_entry(text: &str, span: std::ops::Range<usize>) -> Result<Definition, (usize, String)> {
+    let start_line = line_of(text, span.start);
+    let Some(slice) = text.get(span.clone()) else {
+        return Err((start_line, "cannot be read".to_owned()));
+    };
+    // `[[helper]] …` is a document of its own; an inline table `{ … }` needs a key.
+    let (doc, offset) = if slice.trim_start().starts_with("[[") {
+        (slice.to_owned(), 0)
+    } else {
+        (format!("helper = [{slice}]"), "helper = [".len())
+    };
+    toml::from_str::<OneEntry>(&doc)
+        .map_err(|e| {
+            let line = e.span().map_or(start_line, |s| {
+                start_line + line_of(&doc, s.start.max(offset)) - 1
+            });
+            (line, e.message().trim_end().to_owned())
+        })
+        .and_then(|mut one| one.helper.pop().ok_or((start_line, "is empty".to_owned())))
 }
 
 impl Definition {
@@ -341,6 +500,7 @@ impl Definition {
         };
         Ok(Helper {
             name: self.name,
+            line: 0,
             description: self.description,
             program,
             args: self.args,
@@ -375,7 +535,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Definitions, DefinitionsError> {
-        Definitions::parse("origin/main:.ai/helpers.toml", text)
+        Definitions::check("origin/main:.ai/helpers.toml", text)
     }
 
     #[test]
@@ -461,7 +621,7 @@ worktree = "rw"
             ),
             (
                 "version = 1\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\n",
-                "twice",
+                "more than once",
             ),
             (
                 "version = 1\n[[helper]]\nname = \"x\"\nkind = \"shell\"\nrun = \"true\"\nmodel_args = { max = 0 }\n",
@@ -488,5 +648,75 @@ worktree = "rw"
             assert!(err.contains(needle), "{text}: {err}");
             assert!(err.contains("origin/main:.ai/helpers.toml"), "{err}");
         }
+    }
+
+    #[test]
+    fn every_bad_entry_is_reported_with_its_line_and_the_good_ones_stay_usable() {
+        let text = r#"version = 1
+
+[[helper]]
+name = "Bad Name"
+kind = "shell"
+run = "true"
+
+[[helper]]
+name = "good"
+kind = "shell"
+run = "true"
+
+[[helper]]
+name = "typo"
+kind = "wasm"
+modul = "a.wasm"
+
+[[helper]]
+name = "twice"
+kind = "shell"
+run = "true"
+
+[[helper]]
+name = "twice"
+kind = "shell"
+run = "false"
+
+[[helper]]
+name = "limits"
+kind = "shell"
+run = "true"
+[helper.limits]
+timeout = "soon"
+"#;
+        let file = Definitions::parse("f", text).expect("the file is TOML");
+        assert_eq!(file.names(), ["good"]);
+        let shown: Vec<String> = file.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(shown.len(), 4, "{shown:?}");
+        assert!(
+            shown[0].starts_with("line 3: helper \"Bad Name\": a name is"),
+            "{shown:?}"
+        );
+        assert!(
+            shown[1].starts_with("line 16: helper \"typo\": unknown field `modul`"),
+            "{shown:?}"
+        );
+        assert!(
+            shown[2].starts_with("line 18: helper \"twice\": is defined more than once (lines 18, 23)"),
+            "{shown:?}"
+        );
+        assert!(shown[3].starts_with("line 33: helper \"limits\""), "{shown:?}");
+        assert_eq!(file.problems_of("typo").len(), 1);
+        let err = Definitions::check("f", text).expect_err("problems").to_string();
+        for line in ["line 3:", "line 16:", "line 18:", "line 33:"] {
+            assert!(err.contains(line), "{err}");
+        }
+        // Inline tables name their line too.
+        let inline = "version = 1\nhelper = [\n  { name = \"a\", kind = \"shell\", run = \"true\" },\n  { name = \"b\", kind = \"shell\", rn = \"x\" },\n]\n";
+        let file = Definitions::parse("f", inline).expect("TOML");
+        assert_eq!(file.names(), ["a"]);
+        assert_eq!(file.problems[0].line, 4, "{:?}", file.problems);
+        // A syntax error is the file's, with its line.
+        let err = Definitions::parse("f", "version = 1\n[[helper]\n")
+            .expect_err("syntax")
+            .to_string();
+        assert!(err.contains("line 2"), "{err}");
     }
 }

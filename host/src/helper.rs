@@ -34,7 +34,8 @@ use crate::shell;
 const MAX_MODULE_BYTES: u64 = wrun_runtime::limits::MAX_MODULE_SIZE.bytes();
 
 /// The largest definitions file read.
-const MAX_DEFINITIONS_BYTES: u64 = 1 << 20;
+/// The largest definitions file wrun reads.
+pub const MAX_DEFINITIONS_BYTES: u64 = 1 << 20;
 
 /// A request for one helper.
 #[derive(Debug, Clone, Default)]
@@ -132,6 +133,10 @@ pub struct Plan {
     pub sandbox: SandboxMode,
     /// Decisions worth recording: what was dropped, checked or pinned.
     pub decisions: Vec<String>,
+    /// The limits the definition set (the others are the policy's `[limits]`).
+    pub limits_set: Vec<&'static str>,
+    /// The policy's ceilings, which the definition's values may reach and not pass.
+    pub ceilings: Limits,
 }
 
 /// What `wrun explain` prints: the plan without values of anything secret.
@@ -157,6 +162,11 @@ pub struct Explanation<'a> {
     pub limits: &'a Limits,
     /// The unit of each limit's number (`ms`, `bytes`, `count`).
     pub limit_units: std::collections::BTreeMap<&'static str, &'static str>,
+    /// The limits the definition set; every other is the policy's `[limits]` default.
+    pub limits_set_by_definition: &'a [&'static str],
+    /// The policy's `[ceilings]`, in the units of `limit_units`: a definition may set any
+    /// value up to these; above one it is refused, never clamped.
+    pub ceilings: &'a Limits,
     /// The sandbox mode for native helpers (`wasm` helpers always run in wasmtime).
     pub sandbox: SandboxMode,
     /// Decisions.
@@ -196,9 +206,25 @@ impl Explanation<'_> {
             .limits
             .shown()
             .into_iter()
-            .map(|(k, v)| format!("{k} {v}"))
+            .map(|(k, v)| {
+                if self.limits_set_by_definition.contains(&k) {
+                    format!("{k} {v} (definition)")
+                } else {
+                    format!("{k} {v}")
+                }
+            })
             .collect();
         out.push_str(&format!("limits: {}\n", limits.join(", ")));
+        let ceilings: Vec<String> = self
+            .ceilings
+            .shown()
+            .into_iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        out.push_str(&format!(
+            "limits rule: the policy's [limits] are the defaults; a definition may set any value up to the policy's [ceilings], above which it is refused (never clamped); a request cannot raise one\nceilings: {}\n",
+            ceilings.join(", ")
+        ));
         out.push_str(&format!(
             "sandbox: {}\n",
             word(serde_json::to_value(self.sandbox))
@@ -240,10 +266,29 @@ impl Plan {
             env_dropped: guarded.dropped,
             limits: job.limits,
             limit_units: Limits::units().into_iter().collect(),
+            limits_set_by_definition: &self.limits_set,
+            ceilings: &self.ceilings,
             sandbox: self.sandbox,
             decisions: &self.decisions,
         }
     }
+}
+
+/// The definitions file of upstream's `commit` (read from wrun's repository of it), and the
+/// name it goes by in messages (`origin/main:.ai/helpers.toml`).
+pub fn read_definitions(
+    repo: &Upstream,
+    base: &str,
+    commit: &str,
+) -> Result<(String, Definitions), PlanError> {
+    let source_name = format!("{base}:{DEFINITIONS_PATH}");
+    let text = repo.read(commit, DEFINITIONS_PATH, MAX_DEFINITIONS_BYTES)?;
+    let text = String::from_utf8(text).map_err(|_| crate::definitions::DefinitionsError {
+        source_name: source_name.clone(),
+        message: "not UTF-8".into(),
+    })?;
+    let file = Definitions::parse(&source_name, &text)?;
+    Ok((source_name, file))
 }
 
 /// Reads the definitions at `commit` and turns `request` into a plan.
@@ -264,20 +309,41 @@ pub fn plan(
     request: &Request,
     env_lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<Plan, PlanError> {
-    let source_name = format!("{base}:{DEFINITIONS_PATH}");
-    let text = repo.read(commit, DEFINITIONS_PATH, MAX_DEFINITIONS_BYTES)?;
-    let text = String::from_utf8(text).map_err(|_| crate::definitions::DefinitionsError {
-        source_name: source_name.clone(),
-        message: "not UTF-8".into(),
-    })?;
-    let file = Definitions::parse(&source_name, &text)?;
-    let def = file.get(&request.helper).ok_or_else(|| PlanError::Unknown {
-        name: request.helper.clone(),
-        source_name: source_name.clone(),
-        known: file.names().into_iter().map(str::to_owned).collect(),
-    })?;
+    let (source_name, file) = read_definitions(repo, base, commit)?;
+    let def = match file.get(&request.helper) {
+        Some(def) => def,
+        None => {
+            let problems = file.problems_of(&request.helper);
+            if problems.is_empty() {
+                return Err(PlanError::Unknown {
+                    name: request.helper.clone(),
+                    source_name,
+                    known: file.names().into_iter().map(str::to_owned).collect(),
+                });
+            }
+            return Err(PlanError::Definitions(crate::definitions::DefinitionsError {
+                source_name,
+                message: problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            }));
+        }
+    };
     let helper = def.name.clone();
     let mut decisions = Vec::new();
+    if !file.problems.is_empty() {
+        decisions.push(format!(
+            "{source_name} has {} other definition(s) that cannot be used ({}); `wrun definitions check` lists them",
+            file.problems.len(),
+            file.problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
 
     let limits = policy
         .limits_for(&def.limits)
@@ -567,6 +633,8 @@ pub fn plan(
         job,
         sandbox: policy.sandbox,
         decisions,
+        limits_set: def.limits.given(),
+        ceilings: policy.ceilings.clone(),
     })
 }
 

@@ -1,7 +1,8 @@
 //! The operator's policy file: TOML, parsed strictly and validated into a [`Policy`] before
 //! anything runs. An unknown key, a zero or negative limit, a default above its ceiling or a
 //! ceiling above wrun's own hard ceilings is an error naming the file and line; nothing is
-//! silently clamped. A helper definition may only tighten limits ([`Policy::limits_for`]).
+//! silently clamped. A helper definition may set any limit up to the policy's ceilings
+//! ([`Policy::limits_for`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -549,10 +550,8 @@ impl Policy {
     /// definition's values, each of which must be non-zero and within the ceilings.
     pub fn limits_for(&self, asked: &LimitsSpec) -> Result<Limits, PolicyError> {
         let limits = asked.apply(&self.defaults);
-        limits.validate().map_err(|e| PolicyError::BadRequest {
-            what: "limits",
-            message: e.to_string(),
-        })?;
+        // The policy's ceilings first: they are at most wrun's, so a value above both is
+        // named against the one that decides.
         limits.check_within(&self.ceilings).map_err(|e| match e {
             LimitError::AboveCeiling { name, value, ceiling } => PolicyError::AboveCeiling {
                 what: name,
@@ -563,6 +562,10 @@ impl Policy {
                 what: "limits",
                 message: other.to_string(),
             },
+        })?;
+        limits.validate().map_err(|e| PolicyError::BadRequest {
+            what: "limits",
+            message: e.to_string(),
         })?;
         Ok(limits)
     }

@@ -137,6 +137,14 @@ pub struct Prepared {
     place: Option<(crate::worktree::Worktree, Upstream, AiCopy)>,
 }
 
+/// What [`Session::locate`] found.
+struct Located {
+    handle: Worktree,
+    repo: Upstream,
+    base: BaseRef,
+    commit: String,
+}
+
 /// One host's sessions under one policy.
 #[derive(Debug)]
 pub struct Session {
@@ -170,26 +178,33 @@ impl Session {
         &self.policy
     }
 
-    /// Steps 1 to 4: the overlay, the variables and the plan. An error here is one the host
-    /// made (a path that cannot be opened, a repository that is not a worktree); a refusal of
-    /// the request itself is kept in [`Prepared::plan`], to be audited by [`Session::run`].
-    ///
-    /// `env_lookup` reads a variable of the host's environment (only the policy's allowlisted
-    /// names are asked for).
-    pub fn prepare(
+    /// Upstream's definitions at the base commit, as [`Session::prepare`] would read them (the
+    /// same checks of `--repo`, the same fetch), for `wrun helper --list`. Writes nothing in the
+    /// worktree.
+    pub fn definitions(
         &self,
         request: &HelperRequest,
-        env_lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<Prepared, SessionError> {
-        let refused = |e: SessionError, source| Prepared {
-            name: request.name.clone(),
-            plan: Err(e),
-            source,
-            place: None,
-        };
+    ) -> Result<(DefinitionSource, String, crate::definitions::Definitions), SessionError> {
+        let located = self.locate(request)??;
+        let base = located.base.to_string();
+        let (source_name, file) = crate::helper::read_definitions(&located.repo, &base, &located.commit)?;
+        Ok((
+            DefinitionSource {
+                git_ref: base,
+                commit: located.commit,
+            },
+            source_name,
+            file,
+        ))
+    }
+
+    /// The worktree (checked to be a git worktree before anything in it is touched), upstream's
+    /// repository and the base commit. The outer error is the host's (a path that cannot be
+    /// opened), the inner a refusal of the request.
+    fn locate(&self, request: &HelperRequest) -> Result<Result<Located, SessionError>, SessionError> {
         let base = match BaseRef::parse(&request.base) {
             Ok(base) => base,
-            Err(e) => return Ok(refused(e.into(), None)),
+            Err(e) => return Ok(Err(e.into())),
         };
         let repo_dir = std::fs::canonicalize(&request.repo).map_err(|source| SessionError::Open {
             what: "repository",
@@ -229,12 +244,46 @@ impl Session {
             &self.policy.upstream.allow,
         ) {
             Ok((url, _)) => url,
-            Err(e) => return Ok(refused(e.into(), None)),
+            Err(e) => return Ok(Err(e.into())),
         };
         let repo = Upstream::open(self.git.clone(), &self.store, url)?;
         let commit = match repo.base_commit(&base, !request.no_fetch) {
             Ok(commit) => commit,
-            Err(e) => return Ok(refused(e.into(), None)),
+            Err(e) => return Ok(Err(e.into())),
+        };
+        Ok(Ok(Located {
+            handle,
+            repo,
+            base,
+            commit,
+        }))
+    }
+
+    /// Steps 1 to 4: the overlay, the variables and the plan. An error here is one the host
+    /// made (a path that cannot be opened, a repository that is not a worktree); a refusal of
+    /// the request itself is kept in [`Prepared::plan`], to be audited by [`Session::run`].
+    ///
+    /// `env_lookup` reads a variable of the host's environment (only the policy's allowlisted
+    /// names are asked for).
+    pub fn prepare(
+        &self,
+        request: &HelperRequest,
+        env_lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Prepared, SessionError> {
+        let refused = |e: SessionError, source| Prepared {
+            name: request.name.clone(),
+            plan: Err(e),
+            source,
+            place: None,
+        };
+        let Located {
+            handle,
+            repo,
+            base,
+            commit,
+        } = match self.locate(request)? {
+            Ok(located) => located,
+            Err(e) => return Ok(refused(e, None)),
         };
         let source = DefinitionSource {
             git_ref: base.to_string(),

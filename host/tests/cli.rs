@@ -364,7 +364,7 @@ fn bad_input_is_refused_with_125_and_a_reason() {
         ),
         (
             &["run", "--no-cache", "--stdout-cap", "64MiB", GUEST_WASM],
-            "above the ceiling",
+            "above the policy's ceiling of 10MiB",
         ),
         (
             &["run", "--no-cache", "--timeout", "0s", GUEST_WASM],

@@ -15,7 +15,13 @@ use wrun_runtime::{Backend, Runner, SandboxMode, WasmConfig, WasmSandbox};
 #[derive(Debug, Args)]
 pub(crate) struct HelperArgs {
     /// The helper's name in the base branch's `.ai/helpers.toml`.
-    name: String,
+    #[arg(required_unless_present = "list")]
+    name: Option<String>,
+
+    /// List the helpers upstream defines (name, kind, what each runs) and every definition
+    /// that cannot be used, with its line, instead of running or explaining one.
+    #[arg(long, conflicts_with = "name")]
+    list: bool,
 
     /// The repository (its `.git` and, unless --worktree is given, its working tree).
     #[arg(long, value_name = "DIR")]
@@ -139,7 +145,7 @@ impl HelperArgs {
                 .collect()
         };
         let request = HelperRequest {
-            name: self.name.clone(),
+            name: self.name.clone().unwrap_or_default(),
             repo: self.repo.clone(),
             base: self.base.clone(),
             worktree: self.worktree.clone(),
@@ -153,8 +159,90 @@ impl HelperArgs {
     }
 }
 
+impl HelperArgs {
+    /// `--list`: upstream's helpers at the base commit, and the definitions that cannot be used.
+    fn list(&self, json: bool) -> anyhow::Result<u8> {
+        let (session, request) = self.session()?;
+        let (source, source_name, file) = session.definitions(&request)?;
+        if json {
+            let helpers: Vec<serde_json::Value> = file
+                .helpers
+                .iter()
+                .map(|h| {
+                    serde_json::json!({
+                        "name": h.name,
+                        "kind": h.kind(),
+                        "runs": runs(h),
+                        "description": h.description,
+                        "worktree": h.worktree,
+                        "model_args": h.model_args.is_some(),
+                    })
+                })
+                .collect();
+            say!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "source": source_name,
+                    "commit": source.commit,
+                    "helpers": helpers,
+                    "problems": file.problems,
+                }))?
+            )?;
+            return Ok(0);
+        }
+        say!("{source_name} at {}:", source.commit)?;
+        let width = file.helpers.iter().map(|h| h.name.len()).max().unwrap_or(0);
+        for h in &file.helpers {
+            let kind = format!("{:?}", h.kind()).to_lowercase();
+            say!(
+                "  {:width$}  {kind:6}  {}",
+                h.name,
+                wrun_host::untrusted::neutralize(&runs(h)).replace('\n', "\\n")
+            )?;
+            if let Some(d) = &h.description {
+                say!("  {:width$}          {}", "", wrun_host::untrusted::neutralize(d))?;
+            }
+        }
+        if file.helpers.is_empty() {
+            say!("  (no helper can be used)")?;
+        }
+        if !file.problems.is_empty() {
+            say!("cannot be used:")?;
+            for p in &file.problems {
+                say!("  {}", wrun_host::untrusted::neutralize(&p.to_string()))?;
+            }
+        }
+        Ok(0)
+    }
+}
+
+/// What a helper runs, in one line.
+fn runs(h: &wrun_host::definitions::Helper) -> String {
+    use wrun_host::definitions::HelperProgram;
+    let mut text = match &h.program {
+        HelperProgram::Wasm { module, sha256 } => format!(
+            "{module} ({})",
+            if sha256.is_some() { "pinned" } else { "not pinned" }
+        ),
+        HelperProgram::Native { program, args } => std::iter::once(program)
+            .chain(args)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" "),
+        HelperProgram::Shell { run } => format!("bash: {run}"),
+    };
+    for arg in &h.args {
+        text.push(' ');
+        text.push_str(arg);
+    }
+    text
+}
+
 impl ExplainCmd {
     pub(crate) fn execute(self) -> anyhow::Result<u8> {
+        if self.common.list {
+            return self.common.list(self.json);
+        }
         let (session, request) = self.common.session()?;
         let plan = session.prepare(&request, ambient::var)?.plan?;
         session.check(&plan)?;
@@ -170,6 +258,9 @@ impl ExplainCmd {
 
 impl HelperCmd {
     pub(crate) async fn execute(self) -> anyhow::Result<u8> {
+        if self.common.list {
+            return self.common.list(self.json);
+        }
         let (session, request) = self.common.session()?;
         let prepared = session.prepare(&request, ambient::var)?;
         let native = crate::cli::run::native_backend(session.policy().sandbox, self.common.bwrap.clone())?;

@@ -2,6 +2,7 @@
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
 mod check;
+mod definitions;
 mod doctor;
 mod exit;
 mod helper;
@@ -39,6 +40,8 @@ enum Command {
     Check(check::CheckCmd),
     /// Work with policy files.
     Policy(policy::PolicyCmd),
+    /// Work with helper definition files (`.ai/helpers.toml`).
+    Definitions(definitions::DefinitionsCmd),
     /// Create or update the policy's tool venv (`[install]`: packages from PyPI with pip,
     /// wheels only, no options, URLs or paths), which its `[native] ro_binds` binds.
     Install(install::InstallCmd),
@@ -76,6 +79,7 @@ impl Cli {
                 Command::Doctor(cmd) => cmd.execute().await,
                 Command::Check(cmd) => cmd.execute(),
                 Command::Policy(cmd) => cmd.execute(),
+                Command::Definitions(cmd) => cmd.execute(),
                 Command::Install(cmd) => cmd.execute(),
             }
         });
