@@ -44,6 +44,8 @@ pub struct Record<'a> {
     pub stdout_bytes: (u64, u64),
     /// Bytes the helper wrote to stderr / kept.
     pub stderr_bytes: (u64, u64),
+    /// Records (findings) read from stdout / dropped past the findings limits.
+    pub findings: (u64, u64),
     /// Environment variables dropped, by name and reason.
     pub env_dropped: &'a [DroppedEnv],
     /// What the helper created with a protected path's name, removed after the run.
@@ -94,6 +96,10 @@ impl<'a> Record<'a> {
             wall_ms: u64::try_from(outcome.usage.wall_time.as_millis()).unwrap_or(u64::MAX),
             stdout_bytes: kept(&outcome.stdout),
             stderr_bytes: kept(&outcome.stderr),
+            findings: (
+                outcome.records.kept.len() as u64 + outcome.records.dropped,
+                outcome.records.dropped,
+            ),
             env_dropped: &outcome.env_dropped,
             removed: &outcome.removed,
             rule: None,
@@ -123,6 +129,7 @@ impl<'a> Record<'a> {
             wall_ms: 0,
             stdout_bytes: (0, 0),
             stderr_bytes: (0, 0),
+            findings: (0, 0),
             env_dropped: &[],
             removed: &[],
             rule: Some(rule),

@@ -1,13 +1,15 @@
-//! Findings from a helper's captured stdout (the JSON Lines protocol of `wrun-guest`), and
-//! their renderings as SARIF 2.1.0 and as text.
+//! Findings from a helper's stdout (the JSON Lines protocol of `wrun-guest`), as the runtime
+//! read them while the helper wrote them ([`wrun_runtime::Records`]: whole records, up to the
+//! `findings` and `findings_cap` limits, whatever the stdout cap kept), and their renderings as
+//! SARIF 2.1.0 and as text.
 //!
-//! Parsing never fails: a line that is not a finding is reported with its line number and the
-//! reason, and a stream that was cut by the output cap is flagged (the lines around the cut are
-//! then usually malformed too, and findings in the cut middle are lost).
+//! Parsing never fails: a record that is not a valid finding is reported with its line and the
+//! reason, and records dropped by the findings limits are counted and reported (a SARIF tool
+//! notification), never rendered in part.
 
 use serde_json::{Value, json};
 use wrun_guest::{Finding, RuleInfo, SCHEMA_VERSION, Severity, ToolInfo};
-use wrun_runtime::{Captured, Status};
+use wrun_runtime::{ByteSize, Limits, Records, Status};
 
 /// What a helper's stdout held.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -18,77 +20,99 @@ pub struct Parsed {
     pub rules: Vec<RuleInfo>,
     /// The findings, in order.
     pub findings: Vec<Finding>,
-    /// Lines that are not findings: 1-based line number in the kept output, and why.
-    pub malformed: Vec<(usize, String)>,
-    /// Whether the output cap cut the stream (findings may be missing).
-    pub truncated: bool,
+    /// Records that are not findings, rules or the tool: 1-based line of stdout, and why.
+    pub malformed: Vec<(u64, String)>,
+    /// Records past the findings limits: counted, not kept.
+    pub dropped: u64,
+    /// Their bytes.
+    pub dropped_bytes: u64,
+    /// Lines of stdout that are not records (text the helper printed besides its findings).
+    pub other_lines: u64,
 }
 
-/// Parses captured stdout. Blank lines and the capture's truncation marker are skipped.
-pub fn parse(stdout: &Captured) -> Parsed {
-    let marker = wrun_runtime::capture::truncation_marker(stdout.cut_bytes);
+/// Parses the records the runtime read from a helper's stdout.
+pub fn parse(records: &Records) -> Parsed {
     let mut parsed = Parsed {
-        truncated: stdout.truncated(),
+        malformed: records
+            .malformed
+            .iter()
+            .map(|(l, why)| (*l, format!("not a finding: {why}")))
+            .collect(),
+        dropped: records.dropped,
+        dropped_bytes: records.dropped_bytes,
+        other_lines: records.other_lines,
         ..Parsed::default()
     };
-    let mut refused: Vec<(usize, String)> = Vec::new();
-    for (i, line) in stdout.text().lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || (parsed.truncated && line == marker) {
-            continue;
-        }
-        let kind = serde_json::from_str::<serde_json::Map<String, Value>>(line)
-            .ok()
-            .and_then(|object| {
-                ["wrun_finding", "wrun_rule", "wrun_tool"]
-                    .into_iter()
-                    .find(|k| object.contains_key(*k))
-            });
-        let result = match kind {
-            Some("wrun_rule") => serde_json::from_str::<RuleInfo>(line).map(|r| {
-                let version = r.wrun_rule;
-                if version != SCHEMA_VERSION {
-                    return Err(version);
+    for record in &records.kept {
+        let line = record.line;
+        let object = &record.value;
+        let value = Value::Object(object.clone());
+        let kind = ["wrun_finding", "wrun_rule", "wrun_tool"]
+            .into_iter()
+            .find(|k| object.contains_key(*k));
+        let result: Result<Result<(), String>, serde_json::Error> = match kind {
+            Some("wrun_rule") => serde_json::from_value::<RuleInfo>(value).map(|r| {
+                if r.wrun_rule != SCHEMA_VERSION {
+                    return Err(format!("unsupported findings schema version {}", r.wrun_rule));
                 }
-                match rule_id(&r.id) {
-                    Ok(()) => parsed.rules.push(r),
-                    Err(why) => refused.push((i + 1, why)),
+                rule_id(&r.id)
+                    .map(|()| parsed.rules.push(r))
+                    .map_err(|why| format!("finding dropped: {why}"))
+            }),
+            Some("wrun_tool") => serde_json::from_value::<ToolInfo>(value).map(|t| {
+                if t.wrun_tool != SCHEMA_VERSION {
+                    return Err(format!("unsupported findings schema version {}", t.wrun_tool));
                 }
+                parsed.tool = Some(t);
                 Ok(())
             }),
-            Some("wrun_tool") => serde_json::from_str::<ToolInfo>(line).map(|t| {
-                let version = t.wrun_tool;
-                (version == SCHEMA_VERSION)
-                    .then(|| parsed.tool = Some(t))
-                    .ok_or(version)
-            }),
-            _ => serde_json::from_str::<Finding>(line).map(|mut f| {
-                let version = f.wrun_finding;
-                if version != SCHEMA_VERSION {
-                    return Err(version);
+            _ => serde_json::from_value::<Finding>(value).map(|mut f| {
+                if f.wrun_finding != SCHEMA_VERSION {
+                    return Err(format!("unsupported findings schema version {}", f.wrun_finding));
                 }
                 match plain_path(&f.path).and_then(|p| rule_id(&f.rule).map(|()| p)) {
                     Ok(path) => {
                         f.path = path;
                         parsed.findings.push(f);
+                        Ok(())
                     }
-                    Err(why) => refused.push((i + 1, why)),
+                    Err(why) => Err(format!("finding dropped: {why}")),
                 }
-                Ok(())
             }),
         };
-        for (line, why) in refused.drain(..) {
-            parsed.malformed.push((line, format!("finding dropped: {why}")));
-        }
         match result {
             Ok(Ok(())) => {}
-            Ok(Err(version)) => parsed
-                .malformed
-                .push((i + 1, format!("unsupported findings schema version {version}"))),
-            Err(e) => parsed.malformed.push((i + 1, format!("not a finding: {e}"))),
+            Ok(Err(why)) => parsed.malformed.push((line, why)),
+            Err(e) => parsed.malformed.push((line, format!("not a finding: {e}"))),
         }
     }
+    parsed.malformed.sort_by_key(|(line, _)| *line);
     parsed
+}
+
+/// What to say of stdout lines that are not records, if there were any.
+fn other_lines_notice(parsed: &Parsed) -> Option<String> {
+    (parsed.other_lines > 0).then(|| {
+        format!(
+            "{} line(s) of stdout are not findings (a finding is one JSON object per line; --format raw shows the text)",
+            parsed.other_lines
+        )
+    })
+}
+
+/// What to say of dropped records, if any were: how many, and which limits to raise.
+fn dropped_notice(parsed: &Parsed, limits: Option<&Limits>) -> Option<String> {
+    if parsed.dropped == 0 {
+        return None;
+    }
+    let caps = limits.map_or_else(String::new, |l| {
+        format!(" (findings {}, findings_cap {})", l.findings, l.findings_cap)
+    });
+    Some(format!(
+        "{} finding(s) ({}) past the findings limits{caps} were dropped, none in part; raise `findings` or `findings_cap` in the helper's limits",
+        parsed.dropped,
+        ByteSize(parsed.dropped_bytes)
+    ))
 }
 
 /// The longest rule id kept.
@@ -173,8 +197,9 @@ pub struct Invocation<'a> {
     pub tool: &'a str,
     /// How it ended.
     pub status: &'a Status,
-    /// Its wall-clock limit (named when it timed out).
-    pub timeout: std::time::Duration,
+    /// Its limits (the timeout named when it timed out, the findings limits when records were
+    /// dropped).
+    pub limits: &'a Limits,
 }
 
 /// A SARIF 2.1.0 log with one run, as code-scanning services (GitHub's) take it: the driver
@@ -227,18 +252,18 @@ pub fn to_sarif(parsed: &Parsed, invocation: &Invocation<'_>) -> Value {
         .iter()
         .map(|(line, why)| json!({"level": "warning", "message": {"text": format!("stdout line {line}: {why}")}}))
         .collect();
-    if parsed.truncated {
-        notifications.push(json!({
-            "level": "warning",
-            "message": {"text": "the helper's output was cut by its output cap; findings may be missing"}
-        }));
+    if let Some(text) = dropped_notice(parsed, Some(invocation.limits)) {
+        notifications.push(json!({"level": "warning", "message": {"text": text}}));
+    }
+    if let Some(text) = other_lines_notice(parsed) {
+        notifications.push(json!({"level": "note", "message": {"text": text}}));
     }
     let success = matches!(invocation.status, Status::Exited { code: 0 | 1 });
     if !success {
         let why = match invocation.status {
             Status::TimedOut => format!(
                 "the helper timed out after {}; its findings are incomplete",
-                humantime::format_duration(invocation.timeout)
+                humantime::format_duration(invocation.limits.timeout)
             ),
             Status::Exited { code } => {
                 format!("the helper failed (exit code {code}); its findings are incomplete")
@@ -350,8 +375,11 @@ pub fn to_text(parsed: &Parsed) -> String {
     for (line, why) in &parsed.malformed {
         out.push_str(&format!("wrun: stdout line {line}: {}\n", one_line(why)));
     }
-    if parsed.truncated {
-        out.push_str("wrun: the helper's output was cut by its output cap; findings may be missing\n");
+    if let Some(text) = dropped_notice(parsed, None) {
+        out.push_str(&format!("wrun: {text}\n"));
+    }
+    if let Some(text) = other_lines_notice(parsed) {
+        out.push_str(&format!("wrun: {text}\n"));
     }
     out
 }
@@ -360,10 +388,10 @@ pub fn to_text(parsed: &Parsed) -> String {
 mod tests {
     use super::*;
 
-    fn captured(text: &str) -> Captured {
-        let c = wrun_runtime::Capture::new(wrun_runtime::ByteSize::mib(1));
+    fn captured(text: &str) -> Records {
+        let c = wrun_runtime::Capture::with_records(ByteSize::mib(1), Limits::default().record_limits());
         c.push(text.as_bytes());
-        c.finish()
+        c.records()
     }
 
     #[test]
@@ -376,10 +404,10 @@ mod tests {
         ));
         let p = parse(&out);
         assert_eq!(p.findings.len(), 1);
-        assert_eq!(p.malformed.len(), 2);
-        assert_eq!(p.malformed[0].0, 2);
-        assert!(p.malformed[1].1.contains("version 9"));
-        assert!(!p.truncated);
+        assert_eq!(p.malformed.len(), 1);
+        assert_eq!(p.malformed[0].0, 4);
+        assert!(p.malformed[0].1.contains("version 9"));
+        assert_eq!((p.other_lines, p.dropped), (1, 0));
     }
 
     #[test]
@@ -423,7 +451,7 @@ mod tests {
             &Invocation {
                 tool: "t",
                 status: &Status::Exited { code: 0 },
-                timeout: std::time::Duration::from_secs(1),
+                limits: &Limits::default(),
             },
         );
         let results = sarif["runs"][0]["results"].to_string();
@@ -468,15 +496,40 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_stream_is_flagged() {
-        let c = wrun_runtime::Capture::new(wrun_runtime::ByteSize(200));
+    fn findings_past_the_limits_are_counted_and_none_is_kept_in_part() {
+        let line = br#"{"wrun_finding":1,"path":"a","severity":"note","rule":"r","message":"m"}"#;
+        let limits = Limits::default().with_stdout_cap(ByteSize(200));
+        let c = wrun_runtime::Capture::with_records(
+            limits.stdout_cap,
+            wrun_runtime::RecordLimits {
+                count: 5,
+                bytes: ByteSize::mib(1),
+            },
+        );
         for _ in 0..20 {
-            c.push(br#"{"wrun_finding":1,"path":"a","severity":"note","rule":"r","message":"m"}"#);
+            // Each record cut across writes.
+            c.push(&line[..10]);
+            c.push(&line[10..]);
             c.push(b"\n");
         }
-        let p = parse(&c.finish());
-        assert!(p.truncated);
-        assert!(!p.findings.is_empty());
-        assert!(to_text(&p).contains("cut by its output cap"));
+        assert!(c.finish().truncated(), "the text capture keeps its own cap");
+        let p = parse(&c.records());
+        assert_eq!((p.findings.len(), p.dropped), (5, 15));
+        assert_eq!(p.dropped_bytes, 15 * line.len() as u64);
+        assert!(to_text(&p).contains("15 finding(s)"), "{}", to_text(&p));
+        let sarif = to_sarif(
+            &p,
+            &Invocation {
+                tool: "t",
+                status: &Status::Exited { code: 1 },
+                limits: &limits,
+            },
+        );
+        assert_eq!(sarif["runs"][0]["results"].as_array().map(Vec::len), Some(5));
+        let notes = sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"].to_string();
+        assert!(
+            notes.contains("15 finding(s)") && notes.contains("findings 1000"),
+            "{notes}"
+        );
     }
 }

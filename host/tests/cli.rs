@@ -1208,3 +1208,96 @@ fn a_changed_files_fifo_is_read_within_the_timeout() {
     let list: serde_json::Value = serde_json::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
     assert_eq!(list["files"][0]["path"], "src/lib.rs");
 }
+
+/// Findings are read from stdout as the helper writes it, whatever the stdout cap keeps: with a
+/// 1 KiB cap all 500 come through whole; past the findings limits (count, bytes) records are
+/// dropped whole and counted, in the Outcome and as a SARIF notification; on both backends.
+#[test]
+fn findings_survive_the_stdout_cap_and_past_their_own_limits_are_counted_never_cut() {
+    let fx = Fixture::new();
+    let sarif = |extra: &[&str], program: &[&str]| {
+        let mut args = vec!["run", "--no-cache", "--stdout-cap", "1KiB", "--format", "sarif"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(program);
+        let out = wrun(&fx, &args);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["runs"][0].clone()
+    };
+    let wasm: &[&str] = &[GUEST_WASM, "--", "findings", "500"];
+    let script = "i=0; while [ $i -lt 500 ]; do printf '{\"wrun_finding\":1,\"path\":\"src/f%d.rs\",\"severity\":\"warning\",\"rule\":\"many\",\"message\":\"finding number %d of 500\"}\\n' $i $i; i=$((i+1)); done";
+    let native: &[&str] = &["/bin/sh", "--", "-c", script];
+    for program in [wasm, native] {
+        let run = sarif(&[], program);
+        let results = run["results"].as_array().unwrap();
+        assert_eq!(results.len(), 500, "{program:?}");
+        for (i, r) in results.iter().enumerate() {
+            assert_eq!(r["message"]["text"], format!("finding number {i} of 500"));
+        }
+        let notes = run["invocations"][0]["toolExecutionNotifications"].to_string();
+        assert!(!notes.contains("dropped"), "{program:?}: {notes}");
+
+        // Past the count: the first 100 whole, 400 counted.
+        let run = sarif(&["--findings", "100"], program);
+        assert_eq!(run["results"].as_array().unwrap().len(), 100);
+        let notes = run["invocations"][0]["toolExecutionNotifications"].to_string();
+        assert!(
+            notes.contains("400 finding(s)") && notes.contains("findings 100"),
+            "{notes}"
+        );
+
+        // Past the bytes: whole records only.
+        let run = sarif(&["--findings-cap", "2KiB"], program);
+        let results = run["results"].as_array().unwrap();
+        assert!(!results.is_empty() && results.len() < 30, "{}", results.len());
+        for r in results {
+            assert!(r["message"]["text"].as_str().unwrap().ends_with("of 500"));
+        }
+        let notes = run["invocations"][0]["toolExecutionNotifications"].to_string();
+        assert!(
+            notes.contains(&format!("{} finding(s)", 500 - results.len())),
+            "{notes}"
+        );
+    }
+    // The Outcome carries the records read, and what was dropped.
+    let mut args = vec![
+        "run",
+        "--no-cache",
+        "--json",
+        "--stdout-cap",
+        "1KiB",
+        "--findings",
+        "100",
+    ];
+    args.extend_from_slice(wasm);
+    let out = wrun(&fx, &args);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["records"]["kept"].as_array().unwrap().len(), 100, "{v}");
+    assert_eq!(v["records"]["kept"][99]["value"]["path"], "src/f99.rs");
+    assert_eq!(v["records"]["dropped"], 400);
+    assert_eq!(v["records"]["other_lines"], 50);
+    assert!(
+        v["stdout"]["cut_bytes"].as_u64().unwrap() > 0,
+        "the text keeps its own cap"
+    );
+    // A findings limit above its ceiling is refused, not clamped.
+    let out = wrun(
+        &fx,
+        &[
+            "run",
+            "--no-cache",
+            "--findings",
+            "200000",
+            GUEST_WASM,
+            "--",
+            "findings",
+            "1",
+        ],
+    );
+    assert_eq!(code(&out), 125);
+    assert!(
+        stderr(&out).contains("findings 200000 is above"),
+        "{}",
+        stderr(&out)
+    );
+}

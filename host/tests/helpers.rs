@@ -240,7 +240,7 @@ fn config_syntax_reports_line_and_column() {
 }
 
 #[test]
-fn malformed_findings_are_reported_and_a_cut_stream_flagged() {
+fn lines_that_are_not_findings_are_counted_and_findings_survive_a_cut_stream() {
     let wt = worktree(&[("f.txt", b"x\n")]);
     let guest = wrun_tests::GUEST_WASM;
     let out = wrun(
@@ -256,7 +256,11 @@ fn malformed_findings_are_reported_and_a_cut_stream_flagged() {
             "f.txt",
         ],
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("wrun: stdout line 1: not a finding"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("wrun: 1 line(s) of stdout are not findings"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let out = wrun(
         wt.path(),
         &[
@@ -274,7 +278,8 @@ fn malformed_findings_are_reported_and_a_cut_stream_flagged() {
     );
     let sarif: Value = serde_json::from_slice(&out.stdout).unwrap();
     let notes = sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"].to_string();
-    assert!(notes.contains("cut by its output cap"), "{notes}");
+    assert!(notes.contains("1 line(s) of stdout are not findings"), "{notes}");
+    assert!(!notes.contains("dropped"), "{notes}");
 }
 
 #[test]

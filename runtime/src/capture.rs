@@ -9,6 +9,12 @@
 //!
 //! [`Capture::finish`] renders the stream: head, one marker line with the number of bytes cut,
 //! tail.
+//!
+//! A stdout capture also reads the stream's **records** as they are written
+//! ([`Capture::with_records`]): each line that is a JSON object naming a `wrun_…` key (a
+//! finding, a rule or the tool, as the wrun-guest protocol writes them) is kept whole and
+//! parsed, up to a count and a byte budget, whatever the text cap cuts; a record past either is
+//! counted as dropped, never kept in part ([`Records`]).
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -32,6 +38,134 @@ struct Ring {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     total: u64,
+    records: Option<Scan>,
+}
+
+/// The records of a stream: whole lines that are JSON objects of the wrun-guest protocol
+/// (findings, rules, the tool), read as the helper wrote them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Records {
+    /// The records kept, in the order written, each with its 1-based line in the stream.
+    pub kept: Vec<Record>,
+    /// Lines that looked like records (a `{` line naming a `wrun_` key) but are not JSON
+    /// objects: their line and the parser's reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub malformed: Vec<(u64, String)>,
+    /// Records past the count or byte budget: counted, not kept.
+    pub dropped: u64,
+    /// Their bytes.
+    pub dropped_bytes: u64,
+    /// Other non-blank lines (text, JSON that names no `wrun_` key): counted.
+    pub other_lines: u64,
+}
+
+impl Records {
+    /// Whether the stream held no record and nothing was dropped.
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty() && self.malformed.is_empty() && self.dropped == 0
+    }
+}
+
+/// One record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// Its 1-based line in the stream.
+    pub line: u64,
+    /// The object as written.
+    pub value: serde_json::Map<String, serde_json::Value>,
+}
+
+/// How many records, and how many bytes of them, a capture keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordLimits {
+    /// Records kept (malformed ones count too).
+    pub count: u32,
+    /// Bytes of records kept.
+    pub bytes: ByteSize,
+}
+
+/// The record scanner: the current line (up to what could still be kept, or a prefix long
+/// enough to tell what it is), and what was found.
+#[derive(Debug)]
+struct Scan {
+    limits: RecordLimits,
+    line: Vec<u8>,
+    /// Bytes of the current line not held (past what could be kept).
+    spilled: u64,
+    line_no: u64,
+    kept_bytes: u64,
+    found: Records,
+}
+
+/// Bytes of a line always held, so that a line past the budget can still be told apart.
+const PREFIX: usize = 256;
+
+impl Scan {
+    fn room(&self) -> usize {
+        let left = self.limits.bytes.0.saturating_sub(self.kept_bytes);
+        usize::try_from(left).unwrap_or(usize::MAX).max(PREFIX)
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let (part, ended) = match bytes.iter().position(|b| *b == b'\n') {
+                Some(i) => (&bytes[..i], true),
+                None => (bytes, false),
+            };
+            let room = self.room().saturating_sub(self.line.len());
+            let held = part.len().min(room);
+            self.line.extend_from_slice(&part[..held]);
+            self.spilled += (part.len() - held) as u64;
+            bytes = &bytes[part.len() + usize::from(ended)..];
+            if ended {
+                self.end_line();
+            }
+        }
+    }
+
+    /// The current line is complete (a newline, or the end of the stream).
+    fn end_line(&mut self) {
+        self.line_no += 1;
+        let line = std::mem::take(&mut self.line);
+        let spilled = std::mem::take(&mut self.spilled);
+        let text = line.trim_ascii();
+        if text.is_empty() && spilled == 0 {
+            return;
+        }
+        let whole = spilled == 0;
+        // A record is one JSON object per line naming a `wrun_` key; a line too long to hold
+        // whole that starts as an object is counted as one (dropped), never read in part.
+        let record = text.starts_with(b"{") && (!whole || contains(text, b"\"wrun_"));
+        if !record {
+            self.found.other_lines += 1;
+            return;
+        }
+        let len = text.len() as u64 + spilled;
+        let fits = whole
+            && self.kept_count() < u64::from(self.limits.count)
+            && self.kept_bytes + len <= self.limits.bytes.0;
+        if !fits {
+            self.found.dropped += 1;
+            self.found.dropped_bytes += len;
+            return;
+        }
+        self.kept_bytes += len;
+        match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(text) {
+            Ok(value) => self.found.kept.push(Record {
+                line: self.line_no,
+                value,
+            }),
+            Err(e) => self.found.malformed.push((self.line_no, e.to_string())),
+        }
+    }
+
+    fn kept_count(&self) -> u64 {
+        (self.found.kept.len() + self.found.malformed.len()) as u64
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 impl Capture {
@@ -48,14 +182,50 @@ impl Capture {
                 head: Vec::new(),
                 tail: VecDeque::new(),
                 total: 0,
+                records: None,
             })),
         }
+    }
+
+    /// A capture as [`Capture::new`] that also reads the stream's records as they are
+    /// written, keeping at most `limits` of them (see [`Records`]).
+    pub fn with_records(cap: ByteSize, limits: RecordLimits) -> Self {
+        let capture = Self::new(cap);
+        capture
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .records = Some(Scan {
+            limits,
+            line: Vec::new(),
+            spilled: 0,
+            line_no: 0,
+            kept_bytes: 0,
+            found: Records::default(),
+        });
+        capture
+    }
+
+    /// The records read so far, the last line included if the stream ended without a
+    /// newline. Call once, when the stream has ended; empty for a capture made without them.
+    pub fn records(&self) -> Records {
+        let mut ring = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(scan) = ring.records.as_mut() else {
+            return Records::default();
+        };
+        if !scan.line.is_empty() || scan.spilled > 0 {
+            scan.end_line();
+        }
+        std::mem::take(&mut scan.found)
     }
 
     /// Appends `bytes`. Never fails and never keeps more than the cap.
     pub fn push(&self, bytes: &[u8]) {
         let mut ring = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         ring.total = ring.total.saturating_add(bytes.len() as u64);
+        if let Some(scan) = ring.records.as_mut() {
+            scan.push(bytes);
+        }
         let room = ring.head_cap - ring.head.len();
         let (to_head, rest) = bytes.split_at(room.min(bytes.len()));
         ring.head.extend_from_slice(to_head);
@@ -216,6 +386,111 @@ mod tests {
         let c = Capture::new(ByteSize(4));
         c.push(b"a\nbcdefg");
         assert!(c.finish().text().starts_with("a\n[wrun: 4 bytes cut"));
+    }
+
+    fn scan(limits: RecordLimits, chunks: &[&[u8]]) -> Records {
+        let c = Capture::with_records(ByteSize(64), limits);
+        for chunk in chunks {
+            c.push(chunk);
+        }
+        c.records()
+    }
+
+    const ROOMY: RecordLimits = RecordLimits {
+        count: 100,
+        bytes: ByteSize(1 << 20),
+    };
+
+    #[test]
+    fn records_are_read_whole_across_writes_whatever_the_text_cap_keeps() {
+        let record = br#"{"wrun_finding":1,"path":"a.rs","rule":"r","severity":"note","message":"m"}"#;
+        let mut chunks: Vec<&[u8]> = Vec::new();
+        for _ in 0..10 {
+            chunks.extend([
+                &record[..7],
+                &record[7..40],
+                &record[40..],
+                b"\r\nprogress: text\n",
+            ]);
+        }
+        chunks.push(b"  \n{\"not\": \"ours\"}\n");
+        chunks.push(record); // the last line, without a newline
+        let found = scan(ROOMY, &chunks);
+        assert_eq!(found.kept.len(), 11);
+        assert_eq!(found.kept[0].line, 1);
+        assert_eq!(found.kept[1].line, 3);
+        assert_eq!(found.kept[10].line, 23);
+        assert_eq!(found.kept[0].value["path"], "a.rs");
+        assert_eq!((found.dropped, found.other_lines), (0, 11));
+        assert!(found.malformed.is_empty());
+    }
+
+    #[test]
+    fn records_past_the_count_or_bytes_are_dropped_whole_and_counted() {
+        let record: &[u8] = b"{\"wrun_finding\":1}\n";
+        let by_count = scan(
+            RecordLimits {
+                count: 3,
+                bytes: ByteSize(1 << 20),
+            },
+            &[record; 10],
+        );
+        assert_eq!((by_count.kept.len(), by_count.dropped), (3, 7));
+        assert_eq!(by_count.dropped_bytes, 7 * (record.len() as u64 - 1));
+        let by_bytes = scan(
+            RecordLimits {
+                count: 100,
+                bytes: ByteSize(40),
+            },
+            &[record; 10],
+        );
+        assert_eq!((by_bytes.kept.len(), by_bytes.dropped), (2, 8));
+        // One record larger than the whole budget: dropped, and the ones after it still fit.
+        let huge = format!("{{\"wrun_finding\":1,\"message\":\"{}\"}}\n", "x".repeat(5000));
+        let found = scan(
+            RecordLimits {
+                count: 100,
+                bytes: ByteSize(1000),
+            },
+            &[huge.as_bytes(), record, huge.as_bytes(), record],
+        );
+        assert_eq!((found.kept.len(), found.dropped), (2, 2));
+        assert_eq!(found.dropped_bytes, 2 * (huge.len() as u64 - 1));
+    }
+
+    #[test]
+    fn a_record_line_that_is_not_json_is_malformed_with_its_line() {
+        let found = scan(
+            ROOMY,
+            &[b"text\n{\"wrun_finding\":1,\"pa\n{\"wrun_finding\":1}\n"],
+        );
+        assert_eq!(found.malformed.len(), 1);
+        assert_eq!(found.malformed[0].0, 2);
+        assert_eq!(found.kept.len(), 1);
+        assert_eq!(found.kept[0].line, 3);
+    }
+
+    #[test]
+    fn memory_held_by_the_scanner_is_bounded_by_the_budget() {
+        let c = Capture::with_records(
+            ByteSize(16),
+            RecordLimits {
+                count: 10,
+                bytes: ByteSize(1024),
+            },
+        );
+        c.push(b"{\"wrun_finding\":");
+        for _ in 0..1000 {
+            c.push(&[b'x'; 4096]);
+        }
+        {
+            let ring = c.inner.lock().expect("lock");
+            let held = ring.records.as_ref().map_or(0, |s| s.line.capacity());
+            assert!(held <= 4 * 1024, "{held}");
+        }
+        let found = c.records();
+        assert_eq!((found.kept.len(), found.dropped), (0, 1));
+        assert_eq!(found.dropped_bytes, 16 + 1000 * 4096);
     }
 
     #[test]

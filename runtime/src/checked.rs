@@ -69,6 +69,7 @@ pub(crate) struct Checked {
 pub(crate) struct Ended {
     pub(crate) status: Status,
     pub(crate) stdout: Captured,
+    pub(crate) records: crate::capture::Records,
     pub(crate) stderr: Captured,
     pub(crate) fuel_consumed: Option<u64>,
     pub(crate) peak_memory: Option<u64>,
@@ -150,6 +151,7 @@ impl Checked {
             removed,
             status: ended.status,
             stdout: ended.stdout,
+            records: ended.records,
             stderr: ended.stderr,
             usage: Usage {
                 wall_time: self.started.elapsed(),

@@ -55,7 +55,7 @@ mod sys;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 
-pub use capture::{Capture, Captured};
+pub use capture::{Capture, Captured, Record, RecordLimits, Records};
 pub use error::Error;
 pub use job::{Access, Job, JobParts, Mount, Program, SandboxMode, Stdin, WasmModule};
 pub use limits::{Applies, ByteSize, LIMIT_FIELDS, LimitError, LimitField, Limits, LimitsSpec};

@@ -96,6 +96,10 @@ impl FromStr for ByteSize {
 /// not a finding.
 pub const OUTPUT_CAP_CEILING: ByteSize = ByteSize::mib(10);
 
+/// Most findings kept from one run: beyond this a helper is reporting noise, not review
+/// comments.
+pub const FINDINGS_CEILING: u32 = 100_000;
+
 /// Memory ceiling: the whole 32-bit wasm address space. Native helpers get the same ceiling
 /// for their address-space limit.
 pub const MEMORY_CEILING: ByteSize = ByteSize::gib(4);
@@ -225,6 +229,8 @@ macro_rules! limits {
         /// | `memory` | 256 MiB | 4 GiB |
         /// | `stdout_cap` | 1 MiB | 10 MiB |
         /// | `stderr_cap` | 256 KiB | 10 MiB |
+        /// | `findings` | 1000 | 100,000 |
+        /// | `findings_cap` | 1 MiB | 10 MiB |
         /// | `cpu` (native) | none (only wall time) | 1 h |
         /// | `max_file_size` (native) | 1 GiB | 64 GiB |
         /// | `max_processes` (native) | 256 | 4096 |
@@ -438,6 +444,16 @@ limits! {
     /// Bytes of stderr kept (head and tail); everything beyond is counted and cut.
     stderr_cap: ByteSize [ByteSize] = ByteSize::kib(256), ceiling OUTPUT_CAP_CEILING,
         flag "stderr-cap", value "SIZE", All, "Bytes of stderr kept (head and tail; the middle is cut)";
+    /// Findings (records of the wrun-guest protocol, one JSON object per stdout line) kept
+    /// whole, read from stdout as it is written, whatever the stdout cap keeps; more are
+    /// counted as dropped, never cut.
+    findings: u32 [u32] = 1000, ceiling FINDINGS_CEILING,
+        flag "findings", value "N", All,
+        "Findings kept whole from stdout (more are counted as dropped)";
+    /// Bytes of findings kept whole; a record that would pass it is counted as dropped.
+    findings_cap: ByteSize [ByteSize] = ByteSize::mib(1), ceiling OUTPUT_CAP_CEILING,
+        flag "findings-cap", value "SIZE", All,
+        "Bytes of findings kept whole (a record past it is counted as dropped)";
     /// CPU time of each native process (`RLIMIT_CPU`): the native analogue of fuel.
     #[serde(with = "opt_duration_ms")]
     cpu: Option<Duration> [Duration] = None, ceiling None,
@@ -560,6 +576,14 @@ impl Limits {
         self.memory = memory;
         self
     }
+    /// How many records a stdout capture keeps (`findings`, `findings_cap`).
+    pub fn record_limits(&self) -> crate::capture::RecordLimits {
+        crate::capture::RecordLimits {
+            count: self.findings,
+            bytes: self.findings_cap,
+        }
+    }
+
     /// Sets the stdout cap.
     pub fn with_stdout_cap(mut self, cap: ByteSize) -> Self {
         self.stdout_cap = cap;

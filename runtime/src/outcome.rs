@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::capture::Captured;
+use crate::capture::{Captured, Records};
 use crate::env::DroppedEnv;
 use crate::limits::ByteSize;
 
@@ -174,6 +174,11 @@ pub struct Outcome {
     pub status: Status,
     /// Standard output as captured.
     pub stdout: Captured,
+    /// The records (findings, rules, the tool) read from stdout as it was written, whole, up
+    /// to the `findings` and `findings_cap` limits, whatever the stdout cap kept; those past
+    /// them counted as dropped.
+    #[serde(default, skip_serializing_if = "Records::is_empty")]
+    pub records: Records,
     /// Standard error as captured.
     pub stderr: Captured,
     /// Resources used.
@@ -202,6 +207,7 @@ impl Outcome {
                 reason: reason.into(),
             },
             stdout: Captured::empty(),
+            records: Records::default(),
             stderr: Captured::empty(),
             usage: Usage::default(),
             backend,

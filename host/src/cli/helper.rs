@@ -274,11 +274,11 @@ impl HelperCmd {
             _ => None,
         };
         let (plan, outcome) = session.run(&runner, prepared, stdin).await?;
-        let timeout = plan.job.parts().limits.timeout;
+        let limits = plan.job.parts().limits;
         if self.for_model {
-            crate::cli::run::print_for_model(&outcome, self.format, &plan.helper, timeout)?;
+            crate::cli::run::print_for_model(&outcome, self.format, &plan.helper, limits)?;
         } else {
-            crate::cli::run::print_outcome(&outcome, self.format, self.json, &plan.helper, timeout)?;
+            crate::cli::run::print_outcome(&outcome, self.format, self.json, &plan.helper, limits)?;
         }
         if let Backend::Native {
             confinement: wrun_runtime::Confinement::Unsandboxed { reason },

@@ -273,7 +273,7 @@ impl RunCmd {
             .file_stem()
             .map_or_else(|| "helper".to_owned(), |s| s.to_string_lossy().into_owned());
         let outcome = runner.run(job).await?;
-        print_outcome(&outcome, self.format, self.json, &tool, limits.timeout)?;
+        print_outcome(&outcome, self.format, self.json, &tool, &limits)?;
         Ok(exit::for_status(&outcome.status))
     }
 }
@@ -286,16 +286,17 @@ pub(crate) fn print_outcome(
     format: Format,
     json: bool,
     tool: &str,
-    timeout: Duration,
+    limits: &wrun_runtime::Limits,
 ) -> anyhow::Result<()> {
+    let timeout = limits.timeout;
     if format == Format::Raw {
         return report(outcome, json, timeout);
     }
-    let parsed = wrun_host::findings::parse(&outcome.stdout);
+    let parsed = wrun_host::findings::parse(&outcome.records);
     let invocation = wrun_host::findings::Invocation {
         tool,
         status: &outcome.status,
-        timeout,
+        limits,
     };
     if json {
         let mut value = serde_json::to_value(outcome)?;
@@ -329,20 +330,20 @@ pub(crate) fn print_for_model(
     outcome: &Outcome,
     format: Format,
     tool: &str,
-    timeout: Duration,
+    limits: &wrun_runtime::Limits,
 ) -> anyhow::Result<()> {
     let nonce = wrun_host::untrusted::Nonce::random()
         .map_err(|e| anyhow::anyhow!("no randomness for the nonce: {e}"))?;
     let mut shown = outcome.clone();
     if format != Format::Raw {
-        let parsed = wrun_host::findings::parse(&outcome.stdout);
+        let parsed = wrun_host::findings::parse(&outcome.records);
         let rendered = if format == Format::Text {
             wrun_host::findings::to_text(&parsed)
         } else {
             let invocation = wrun_host::findings::Invocation {
                 tool,
                 status: &outcome.status,
-                timeout,
+                limits,
             };
             serde_json::to_string_pretty(&wrun_host::findings::to_sarif(&parsed, &invocation))?
         };

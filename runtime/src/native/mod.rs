@@ -397,6 +397,7 @@ impl NativeSandbox {
             Ended {
                 status: out.status,
                 stdout: out.stdout,
+                records: out.records,
                 stderr: out.stderr,
                 fuel_consumed: None,
                 peak_memory: out.peak_memory,

@@ -49,6 +49,7 @@ pub(crate) struct Launch<'a> {
 pub(crate) struct Launched {
     pub(crate) status: Status,
     pub(crate) stdout: Captured,
+    pub(crate) records: crate::capture::Records,
     pub(crate) stderr: Captured,
     pub(crate) peak_memory: Option<u64>,
     /// What enforced the limits (a cgroup's, or rlimits only).
@@ -187,7 +188,7 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
             let _ = stdin.write_all(&bytes).await;
         });
     }
-    let stdout = Capture::new(limits.stdout_cap);
+    let stdout = Capture::with_records(limits.stdout_cap, limits.record_limits());
     let stderr = Capture::new(limits.stderr_cap);
     let pipe = |fd| {
         tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map_err(spawn_err("watching an output pipe"))
@@ -244,6 +245,7 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     Ok(Launched {
         status,
         stdout: stdout.finish(),
+        records: stdout.records(),
         stderr: stderr.finish(),
         peak_memory,
         enforcement,

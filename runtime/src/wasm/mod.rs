@@ -221,7 +221,7 @@ impl WasmSandbox {
             Prepared::Refused(reason) => return Ok(checked.refused(Backend::Wasm, reason)),
         };
 
-        let stdout = Capture::new(checked.limits.stdout_cap);
+        let stdout = Capture::with_records(checked.limits.stdout_cap, checked.limits.record_limits());
         let stderr = Capture::new(checked.limits.stderr_cap);
         let execution = Execution {
             engine: set.engine.clone(),
@@ -247,6 +247,7 @@ impl WasmSandbox {
             Ended {
                 status: executed.status,
                 stdout: stdout.finish(),
+                records: stdout.records(),
                 stderr: stderr.finish(),
                 fuel_consumed: executed.fuel_consumed,
                 peak_memory: Some(executed.peak),

@@ -78,6 +78,7 @@ fn main() -> ExitCode {
         ("exit", [code]) => std::process::exit(code.parse().unwrap_or(64)),
         ("flood", [bytes]) => flood(&mut std::io::stdout(), bytes),
         ("flood-stderr", [bytes]) => flood(&mut std::io::stderr(), bytes),
+        ("findings", [n]) => findings(n.parse().unwrap_or(0)),
         ("spin", []) => spin(),
         ("sleep", [secs]) => {
             std::thread::sleep(std::time::Duration::from_secs(secs.parse().unwrap_or(3600)));
@@ -115,6 +116,23 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `n` findings on stdout, a line of text after every tenth, written through a small buffer so
+/// that records are cut across writes.
+fn findings(n: u32) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(100, std::io::stdout());
+    for i in 0..n {
+        writeln!(
+            out,
+            r#"{{"wrun_finding":1,"path":"src/f{i}.rs","line":{},"severity":"warning","rule":"many","message":"finding number {i} of {n}"}}"#,
+            i + 1
+        )?;
+        if i % 10 == 9 {
+            writeln!(out, "progress: {} done", i + 1)?;
+        }
+    }
+    out.flush()
 }
 
 fn flood(out: &mut dyn Write, bytes: &str) -> std::io::Result<()> {
