@@ -63,6 +63,15 @@ pub fn parse(records: &Records) -> Parsed {
                 if t.wrun_tool != SCHEMA_VERSION {
                     return Err(format!("unsupported findings schema version {}", t.wrun_tool));
                 }
+                if t.name.is_empty()
+                    || t.name.chars().count() > MAX_TOOL_TEXT
+                    || t.version.chars().count() > MAX_TOOL_TEXT
+                    || t.name.chars().chain(t.version.chars()).any(char::is_control)
+                {
+                    return Err(format!(
+                        "tool description dropped: its name and version are 1 to {MAX_TOOL_TEXT} characters without control characters"
+                    ));
+                }
                 parsed.tool = Some(t);
                 Ok(())
             }),
@@ -128,19 +137,29 @@ fn plain_path(path: &str) -> Result<String, String> {
     if path.chars().any(char::is_control) {
         return Err(format!("its path {path:?} holds a control character"));
     }
-    if path.starts_with('/') || path.starts_with('\\') {
+    if path.starts_with('/') {
         return Err(format!(
             "its path {path:?} is absolute; give it relative to the worktree"
+        ));
+    }
+    // What another system reads as a separator, a drive, a stream or a scheme (`a\..\x`,
+    // `C:/x`, `.git::$INDEX_ALLOCATION`, `file:/x`): `/` is the only separator passed on.
+    if let Some(c) = path.chars().find(|c| matches!(c, '\\' | ':')) {
+        return Err(format!(
+            "its path {path:?} holds `{c}`; separate parts with `/` only"
         ));
     }
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
     if parts.is_empty() {
         return Err(format!("its path {path:?} names no file"));
     }
-    if let Some(bad) = parts
-        .iter()
-        .find(|p| **p == ".." || p.eq_ignore_ascii_case(".git"))
-    {
+    // A part that some file system takes for `..` or `.git`: Windows drops trailing dots and
+    // spaces (`.git.`, `.git `, `...`), and `git~1` is `.git`'s short name.
+    let git_like = |p: &str| {
+        let bare = p.trim_end_matches(['.', ' ']).to_ascii_lowercase();
+        bare.is_empty() || bare == ".git" || bare == "git~1"
+    };
+    if let Some(bad) = parts.iter().find(|p| **p == ".." || git_like(p)) {
         return Err(format!(
             "its path {path:?} has a `{bad}` part: a finding names a file of the worktree, outside git's directory"
         ));
@@ -169,9 +188,47 @@ fn rule_id(id: &str) -> Result<(), String> {
 /// (a `javascript:` or `file:` link in a code-scanning page is the pull request's doing).
 fn web_uri(uri: &str) -> bool {
     let lower = uri.to_ascii_lowercase();
-    (lower.starts_with("https://") || lower.starts_with("http://"))
-        && uri.len() > "https://".len()
-        && !uri.chars().any(|c| c.is_control() || c.is_whitespace())
+    let Some(rest) = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    // Printable ASCII only (no look-alike or reordering characters), nothing a renderer or a
+    // parser could read another way, and no user part (`https://docs@evil.example`).
+    !authority.is_empty()
+        && !authority.contains('@')
+        && uri.len() <= MAX_URI
+        && uri.chars().all(|c| {
+            c.is_ascii_graphic() && !matches!(c, '\\' | '"' | '<' | '>' | '`' | '{' | '}' | '|' | '^')
+        })
+}
+
+/// The longest link passed on.
+const MAX_URI: usize = 2048;
+
+/// The longest tool name or version kept: they are repeated in every generated rule text.
+const MAX_TOOL_TEXT: usize = 128;
+
+/// Whether a rule's Markdown help may be passed on: no raw HTML and every link (inline `](…)`
+/// or a reference definition `[x]: …`) a web link. Code-scanning pages render it.
+fn safe_markdown(markdown: &str) -> bool {
+    if markdown.contains('<') {
+        return false;
+    }
+    let inline_ok = markdown.split("](").skip(1).all(|after| {
+        let target = after.trim_start().split([')', ' ']).next().unwrap_or_default();
+        web_uri(target)
+    });
+    let references_ok = markdown.lines().all(|line| {
+        let line = line.trim_start();
+        match line.strip_prefix('[').and_then(|l| l.split_once("]:")) {
+            Some((_, target)) => web_uri(target.split_whitespace().next().unwrap_or_default()),
+            None => true,
+        }
+    });
+    inline_ok && references_ok
 }
 
 /// One line of text for a terminal: control characters (line breaks included), escape
@@ -227,7 +284,7 @@ pub fn to_sarif(parsed: &Parsed, invocation: &Invocation<'_>) -> Value {
                     "fullDescription": {"text": r.full},
                     "help": {"text": r.help},
                 });
-                if let Some(markdown) = &r.help_markdown {
+                if let Some(markdown) = r.help_markdown.as_deref().filter(|m| safe_markdown(m)) {
                     rule["help"]["markdown"] = json!(markdown);
                 }
                 if let Some(uri) = r.help_uri.as_deref().filter(|u| web_uri(u)) {
@@ -391,7 +448,7 @@ mod tests {
     fn captured(text: &str) -> Records {
         let c = wrun_runtime::Capture::with_records(ByteSize::mib(1), Limits::default().record_limits());
         c.push(text.as_bytes());
-        c.records()
+        c.records(true)
     }
 
     #[test]
@@ -430,6 +487,13 @@ mod tests {
             "a\u{1b}[2Jb",
             "",
             "./",
+            "a\\b\\..\\..\\x",
+            "C:/Windows/x",
+            "file:/etc/passwd",
+            ".git./config",
+            ".git /config",
+            "GIT~1/config",
+            "a/.../b",
         ] {
             text.push_str(&line(bad, "r"));
         }
@@ -440,7 +504,7 @@ mod tests {
         let p = parse(&captured(&text));
         assert_eq!(p.findings.len(), 1, "{:?}", p.findings);
         assert_eq!(p.findings[0].path, "src/a.rs");
-        assert_eq!(p.malformed.len(), 15, "{:?}", p.malformed);
+        assert_eq!(p.malformed.len(), 22, "{:?}", p.malformed);
         assert!(
             p.malformed
                 .iter()
@@ -460,7 +524,7 @@ mod tests {
             sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"]
                 .as_array()
                 .map(Vec::len),
-            Some(15)
+            Some(22)
         );
         // Rule descriptions are held to the same ids.
         let p = parse(&captured(
@@ -478,9 +542,49 @@ mod tests {
             "https://",
             "https://a b",
             "data:text/html,x",
+            "https://x\\@evil.com",
+            "https://docs@evil.example/x",
+            "https://example.com/\u{202e}gpj.exe",
+            "https://example.com/<script>",
         ] {
             assert!(!web_uri(bad), "{bad:?}");
         }
+        assert!(safe_markdown(
+            "See [the docs](https://example.com/r1) and [ref].\n\n[ref]: https://example.com/x"
+        ));
+        for bad in [
+            "[click](javascript:alert(1))",
+            "[click]( javascript:alert(1))",
+            "<img src=x onerror=alert(1)>",
+            "[x]\n\n[x]: javascript:alert(1)",
+        ] {
+            assert!(!safe_markdown(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_tool_name_is_not_repeated_into_every_rule() {
+        let mut text = format!(
+            "{}\n",
+            serde_json::json!({"wrun_tool": 1, "name": "n".repeat(100_000), "version": "1"})
+        );
+        for i in 0..50 {
+            text.push_str(&format!(
+                "{}\n",
+                serde_json::json!({"wrun_finding":1,"path":"a.rs","severity":"note","rule":format!("r{i}"),"message":"m"})
+            ));
+        }
+        let p = parse(&captured(&text));
+        assert!(p.tool.is_none() && p.malformed.len() == 1, "{:?}", p.malformed);
+        let sarif = to_sarif(
+            &p,
+            &Invocation {
+                tool: "t",
+                status: &Status::Exited { code: 1 },
+                limits: &Limits::default(),
+            },
+        );
+        assert!(sarif.to_string().len() < 100_000);
     }
 
     #[test]
@@ -513,7 +617,7 @@ mod tests {
             c.push(b"\n");
         }
         assert!(c.finish().truncated(), "the text capture keeps its own cap");
-        let p = parse(&c.records());
+        let p = parse(&c.records(true));
         assert_eq!((p.findings.len(), p.dropped), (5, 15));
         assert_eq!(p.dropped_bytes, 15 * line.len() as u64);
         assert!(to_text(&p).contains("15 finding(s)"), "{}", to_text(&p));

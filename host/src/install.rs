@@ -48,6 +48,23 @@ pub struct InstallSpecError {
 /// Longest spec accepted: names are short, and a long spec is an attack.
 const MAX_LEN: usize = 200;
 
+/// What pip takes for an archive file (its `ARCHIVE_EXTENSIONS`, and `.whl`).
+const ARCHIVE_SUFFIXES: &[&str] = &[
+    ".whl",
+    ".zip",
+    ".tar",
+    ".tar.gz",
+    ".tgz",
+    ".tar.bz2",
+    ".tbz",
+    ".tar.xz",
+    ".txz",
+    ".tlz",
+    ".tar.lz",
+    ".tar.lzma",
+    ".egg",
+];
+
 const OPERATORS: &[&str] = &["===", "~=", "==", "!=", "<=", ">=", "<", ">"];
 
 /// Validates one install spec.
@@ -76,6 +93,20 @@ pub fn validate(spec: &str) -> Result<InstallSpec, InstallSpecError> {
     }
     if s.contains(';') {
         return refuse("environment markers are not allowed");
+    }
+    // pip reads a requirement that ends like an archive as a file to install (a wheel whose
+    // `.pth` then runs on the host, an sdist whose `setup.py` is built despite
+    // `--only-binary`), whatever else it looks like.
+    let lower = s.to_ascii_lowercase();
+    let name_part = lower
+        .split(['[', '=', '<', '>', '!', '~', ' ', ','])
+        .next()
+        .unwrap_or_default();
+    if ARCHIVE_SUFFIXES
+        .iter()
+        .any(|suffix| name_part.ends_with(suffix) || lower.ends_with(suffix))
+    {
+        return refuse("archive files (.whl, .zip, .tar.gz, ...) are not allowed");
     }
     if s.contains(|c: char| c.is_control()) {
         return refuse("control characters are not allowed");
@@ -227,13 +258,22 @@ const PASSED: &[&str] = &[
 /// Runs one step with a cleared environment; returns its stdout.
 #[allow(clippy::disallowed_methods)] // the operator's install step: a fixed program and argv
 fn step(what: &str, program: &std::path::Path, args: &[String]) -> Result<Vec<u8>, InstallError> {
+    // An empty working directory: nothing pip or Python could take from wrun's own (a
+    // requirement read as a relative path, a module shadowing one of the standard library's).
+    let cwd = tempfile::tempdir().map_err(|source| InstallError::Spawn {
+        what: what.to_owned(),
+        source,
+    })?;
     let mut command = std::process::Command::new(program);
     command
         .args(args)
+        .current_dir(cwd.path())
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("LANG", "C.UTF-8")
         .env("PIP_NO_INPUT", "1")
+        // No pip configuration file (system, user or site) may add an index or links.
+        .env("PIP_CONFIG_FILE", "/dev/null")
         .stdin(std::process::Stdio::null());
     if let Some(home) = crate::ambient::var("HOME") {
         command.env("HOME", home);
@@ -276,6 +316,7 @@ pub fn pip_args(specs: &[InstallSpec]) -> Vec<String> {
         "-m",
         "pip",
         "install",
+        "--isolated",
         "--no-input",
         "--disable-pip-version-check",
         "--require-virtualenv",
@@ -484,6 +525,13 @@ mod tests {
             "ruff[",
             "-ruff",
             "ruff\n--index-url=x",
+            "evil-1.0-py3-none-any.whl",
+            "evil2.tar.gz",
+            "x.zip",
+            "x.whl[a]",
+            "X.TGZ",
+            "pkg.tar.bz2==1",
+            "pkg.egg",
         ] {
             assert!(validate(spec).is_err(), "{spec:?} was accepted");
         }

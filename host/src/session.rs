@@ -347,9 +347,14 @@ impl Session {
             plan.decisions.insert(
                 0,
                 format!(
-                    "upstream's .ai/ from {commit} ({} files, {}) is what the helper sees at .ai/; the worktree's own .ai is not read or changed",
+                    "upstream's .ai/ from {commit} ({} files, {}) is what the helper sees at .ai/; {}",
                     copy.files,
-                    if copy.reused { "reused" } else { "copied" }
+                    if copy.reused { "reused" } else { "copied" },
+                    if plan.kind != Kind::Wasm && self.policy.sandbox == wrun_runtime::SandboxMode::Off {
+                        "with no sandbox to mount it, it is written into the worktree, replacing the pull request's .ai"
+                    } else {
+                        "the worktree's own .ai is not read or changed (a native helper run without a sandbox gets it written into the worktree instead)"
+                    }
                 ),
             );
             plan
@@ -367,10 +372,31 @@ impl Session {
     /// without running it: `wrun explain` refuses what `wrun helper` would.
     pub fn check(&self, plan: &Plan) -> Result<(), SessionError> {
         match plan.kind {
+            // Without the wasm backend (the fuzz targets' build) there is nothing to check
+            // a wasm job against: such a build runs none.
+            #[cfg(feature = "wasm")]
             Kind::Wasm => wrun_runtime::wasm::check(&plan.job)?,
+            #[cfg(not(feature = "wasm"))]
+            Kind::Wasm => {}
             _ => wrun_runtime::native::check(&plan.job)?,
         }
         Ok(())
+    }
+
+    /// What [`Session::place_ai`] would refuse, checked without changing anything: a native
+    /// helper on a worktree whose `.ai` is a link or not a directory (`wrun explain`).
+    pub fn check_ai(&self, prepared: &Prepared) -> Result<(), SessionError> {
+        let (Ok(plan), Some((worktree, ..))) = (&prepared.plan, &prepared.place) else {
+            return Ok(());
+        };
+        if plan.kind == Kind::Wasm {
+            return Ok(());
+        }
+        match worktree.dir().symlink_metadata(crate::git::AI_DIR) {
+            Ok(meta) if meta.is_symlink() => Err(SessionError::AiNotADirectory("a symbolic link")),
+            Ok(meta) if !meta.is_dir() => Err(SessionError::AiNotADirectory("not a directory")),
+            _ => Ok(()),
+        }
     }
 
     /// Makes upstream's `.ai/` what a native helper sees at the worktree's `.ai/`, before it

@@ -48,7 +48,8 @@ pub fn neutralize(text: &str) -> String {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             // Bidirectional overrides reorder what a reader sees (CVE-2021-42574).
-            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+            // Line and paragraph separators break lines where a reader does not expect it.
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}' => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),

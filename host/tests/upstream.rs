@@ -93,6 +93,24 @@ module = ".ai/helpers/guest.wasm"
 args = ["read", "/work/.ai/marker"]
 
 [[helper]]
+name = "ai-read-dot"
+kind = "wasm"
+module = ".ai/helpers/guest.wasm"
+args = ["read", "/work/./.ai/marker"]
+
+[[helper]]
+name = "ai-read-link"
+kind = "wasm"
+module = ".ai/helpers/guest.wasm"
+args = ["read", "sub/lnk"]
+
+[[helper]]
+name = "ai-read-up"
+kind = "wasm"
+module = ".ai/helpers/guest.wasm"
+args = ["read", "/work/sub/../.ai/marker"]
+
+[[helper]]
 name = "ai-ls"
 kind = "wasm"
 module = ".ai/helpers/guest.wasm"
@@ -728,6 +746,19 @@ fn a_symlinked_or_file_ai_is_neither_followed_nor_changed() {
         err(&o)
     );
     assert!(!out(&o).contains("PWNED"));
+    // explain refuses what the run would.
+    let o = r.wrun(&[
+        "explain",
+        "lint",
+        "--repo",
+        "pr",
+        "--base",
+        "origin/main",
+        "--policy",
+        "policy.toml",
+    ]);
+    assert_eq!(code(&o), 125, "{}", out(&o));
+    assert!(err(&o).contains("symbolic link"), "{}", err(&o));
     let o = r.helper("ai-read", &[]);
     assert_eq!(
         (code(&o), out(&o).as_str()),
@@ -2460,6 +2491,8 @@ fn wrun_install_makes_the_venv_the_policy_binds_and_helpers_run_its_tools() {
         "-e .",
         "./local-pkg",
         "ruff; python_version > '3'",
+        "evil-1.0-py3-none-any.whl",
+        "evil2.tar.gz",
     ] {
         let native = native.replace(&venv.display().to_string(), &other.display().to_string());
         r.policy(
@@ -2610,4 +2643,77 @@ fn a_bad_definition_is_reported_with_its_line_and_the_others_still_run() {
     let o = r.wrun(&["definitions", "check", "helpers.toml"]);
     assert_eq!(code(&o), 125);
     assert!(err(&o).contains("line 2"), "{}", err(&o));
+}
+
+/// A wasm helper reaches the pull request's shadowed `.ai` by no path that goes around the
+/// mount (`/work/./.ai`, `sub/../.ai`, a link of the pull request into it): Landlock makes it
+/// unreadable beneath the worktree; upstream's copy stays readable by its own paths.
+#[test]
+fn a_wasm_helper_cannot_read_the_pull_requests_ai_around_the_mount() {
+    let r = Repos::new();
+    std::fs::create_dir_all(r.path("pr/sub")).unwrap();
+    std::os::unix::fs::symlink("../.ai/marker", r.path("pr/sub/lnk")).unwrap();
+    for helper in ["ai-read-dot", "ai-read-link", "ai-read-up"] {
+        let o = r.helper(helper, &[]);
+        assert!(!out(&o).contains("PR MARKER"), "{helper}: {}", out(&o));
+        assert_ne!(code(&o), 0, "{helper}: {}", out(&o));
+    }
+    // The twin: upstream's copy by its own paths, the rest of the worktree as before.
+    let o = r.helper("ai-read", &[]);
+    assert_eq!(
+        (code(&o), out(&o).as_str()),
+        (0, "upstream marker\n"),
+        "{}",
+        err(&o)
+    );
+    let o = r.helper("ai-read-abs", &[]);
+    assert_eq!(
+        (code(&o), out(&o).as_str()),
+        (0, "upstream marker\n"),
+        "{}",
+        err(&o)
+    );
+    let o = r.helper("stats", &[]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+}
+
+/// `--for-model --format sarif`: the log between the markers is still JSON, with what a CI
+/// runner would act on (`##vso[`) and control characters made inert inside its strings.
+#[test]
+fn a_sarif_log_for_a_model_stays_json_with_workflow_commands_defused() {
+    let r = Repos::new();
+    let up = r.path("up");
+    executable(
+        &up.join(".ai/emit.sh"),
+        r###"#!/bin/sh
+printf '{"wrun_finding":1,"path":"a.rs","severity":"error","rule":"r","message":"##vso[task.setvariable variable=x]1 and \\u001b[2J and \\u2028"}\n'
+"###,
+    );
+    let defs = std::fs::read_to_string(up.join(".ai/helpers.toml")).unwrap();
+    write(
+        &up.join(".ai/helpers.toml"),
+        &format!("{defs}\n[[helper]]\nname = \"emit\"\nkind = \"native\"\ncommand = [\".ai/emit.sh\"]\n"),
+    );
+    git(&up, &["add", "-A"]);
+    git(&up, &["commit", "-qm", "emit"]);
+    let o = r.helper("emit", &["--for-model", "--format", "sarif"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let text = out(&o);
+    let start = text.find("stream=stdout").unwrap();
+    let body_start = start + text[start..].find('\n').unwrap() + 1;
+    let body_end = body_start + text[body_start..].find("<<<END UNTRUSTED").unwrap();
+    let body = &text[body_start..body_end];
+    let sarif: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let message = sarif["runs"][0]["results"][0]["message"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("\\u{23}#vso[") && !message.contains("##vso["),
+        "{message}"
+    );
+    assert!(
+        !message.contains('\u{1b}') && !message.contains('\u{2028}'),
+        "{message}"
+    );
+    assert!(!body.contains("##vso["), "{body}");
 }

@@ -118,13 +118,14 @@ impl Scan {
             self.spilled += (part.len() - held) as u64;
             bytes = &bytes[part.len() + usize::from(ended)..];
             if ended {
-                self.end_line();
+                self.end_line(true);
             }
         }
     }
 
-    /// The current line is complete (a newline, or the end of the stream).
-    fn end_line(&mut self) {
+    /// The current line ended: at a newline or the end of the stream (`complete`), or where
+    /// the writer was stopped (it may be cut).
+    fn end_line(&mut self, complete: bool) {
         self.line_no += 1;
         let line = std::mem::take(&mut self.line);
         let spilled = std::mem::take(&mut self.spilled);
@@ -132,7 +133,7 @@ impl Scan {
         if text.is_empty() && spilled == 0 {
             return;
         }
-        let whole = spilled == 0;
+        let whole = spilled == 0 && complete;
         // A record is one JSON object per line naming a `wrun_` key; a line too long to hold
         // whole that starts as an object is counted as one (dropped), never read in part.
         let record = text.starts_with(b"{") && (!whole || contains(text, b"\"wrun_"));
@@ -206,15 +207,17 @@ impl Capture {
         capture
     }
 
-    /// The records read so far, the last line included if the stream ended without a
-    /// newline. Call once, when the stream has ended; empty for a capture made without them.
-    pub fn records(&self) -> Records {
+    /// The records read. Call once, when the stream has ended; `whole` says whether the
+    /// writer ended on its own (it exited): only then is a last line without a newline taken
+    /// as whole, else (killed at the timeout, say) it may be cut, and a record there is
+    /// counted as dropped. Empty for a capture made without records.
+    pub fn records(&self, whole: bool) -> Records {
         let mut ring = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(scan) = ring.records.as_mut() else {
             return Records::default();
         };
         if !scan.line.is_empty() || scan.spilled > 0 {
-            scan.end_line();
+            scan.end_line(whole);
         }
         std::mem::take(&mut scan.found)
     }
@@ -393,7 +396,7 @@ mod tests {
         for chunk in chunks {
             c.push(chunk);
         }
-        c.records()
+        c.records(true)
     }
 
     const ROOMY: RecordLimits = RecordLimits {
@@ -459,6 +462,17 @@ mod tests {
     }
 
     #[test]
+    fn a_last_line_is_a_record_only_if_the_writer_ended_on_its_own() {
+        for (whole, kept) in [(true, 2), (false, 1)] {
+            let c = Capture::with_records(ByteSize(64), ROOMY);
+            c.push(b"{\"wrun_finding\":1}\n{\"wrun_finding\":2}");
+            let found = c.records(whole);
+            assert_eq!(found.kept.len(), kept);
+            assert_eq!(found.dropped, 2 - kept as u64);
+        }
+    }
+
+    #[test]
     fn a_record_line_that_is_not_json_is_malformed_with_its_line() {
         let found = scan(
             ROOMY,
@@ -488,7 +502,7 @@ mod tests {
             let held = ring.records.as_ref().map_or(0, |s| s.line.capacity());
             assert!(held <= 4 * 1024, "{held}");
         }
-        let found = c.records();
+        let found = c.records(true);
         assert_eq!((found.kept.len(), found.dropped), (0, 1));
         assert_eq!(found.dropped_bytes, 16 + 1000 * 4096);
     }

@@ -33,13 +33,28 @@ pub(crate) struct LandlockPlan {
 }
 
 impl LandlockPlan {
-    /// The rules for `mounts`, or `None` if no writable mount has protected paths. An error if
-    /// some do and the kernel has no Landlock (the job cannot be run as asked).
+    /// The rules for `mounts`, or `None` if no writable mount has protected paths and no mount
+    /// lies inside another. An error if some do and the kernel has no Landlock (the job cannot
+    /// be run as asked).
+    ///
+    /// A mount inside another (upstream's `.ai` copy at `/work/.ai`) shadows what lies there in
+    /// the outer one: a preopen is matched by the path the guest writes, and `/work/./.ai`, a
+    /// `..` or a link of the outer tree would reach what lies beneath. Such a shadowed path is
+    /// made unreadable as well as unwritable: reads are then handled too, every mount is granted
+    /// them, and the shadowed path's outer mount is granted entry by entry as for protected
+    /// paths (its spine directories keep the right to be listed, so the shadowed path's names,
+    /// not its contents, can be read through the outer tree).
     pub(crate) fn for_mounts(mounts: &[Mount]) -> Result<Option<Self>, Error> {
-        let Some(first) = mounts
+        let shadowed = shadowed(mounts);
+        let first = mounts
             .iter()
             .find(|m| m.access == Access::ReadWrite && !m.protected.is_empty())
-        else {
+            .or_else(|| {
+                shadowed
+                    .first()
+                    .and_then(|(host, _)| mounts.iter().find(|m| &m.host == host))
+            });
+        let Some(first) = first else {
             return Ok(None);
         };
         let refuse = |reason: String| Error::Mount {
@@ -49,32 +64,62 @@ impl LandlockPlan {
         };
         let abi = landlock::abi().ok_or_else(|| {
             refuse(
-                "it is writable with protected paths, which wasm helpers get only where the kernel provides Landlock, and this one does not (see `wrun doctor`); run the helper read-only"
+                "it is writable with protected paths, or has a directory mounted inside it, which wasm helpers get only where the kernel provides Landlock, and this one does not (see `wrun doctor`); run the helper read-only, without the inner mount"
                     .into(),
             )
         })?;
+        let reads = !shadowed.is_empty();
+        let (dir_reads, file_reads) = if reads {
+            (access::READ_FILE | access::READ_DIR, access::READ_FILE)
+        } else {
+            (0, 0)
+        };
         let (all, file) = (access::writes(abi), access::file_writes(abi));
         let io = |what: &str, e: nix::Error| refuse(format!("{what}: {e}"));
-        let mut rules = Vec::new();
+        let mut rules: Vec<(OwnedFd, u64)> = Vec::new();
+        let mut push = |fd: OwnedFd, rights: u64| {
+            if rights != 0 {
+                rules.push((fd, rights));
+            }
+        };
         let mut done: BTreeSet<&Path> = BTreeSet::new();
-        for mount in mounts.iter().filter(|m| m.access == Access::ReadWrite) {
+        for mount in mounts {
             if !done.insert(&mount.host) {
                 continue;
             }
+            let writable = mount.access == Access::ReadWrite;
+            let (dir_writes, file_writes) = if writable { (all, file) } else { (0, 0) };
             let root = openat(
                 nix::fcntl::AT_FDCWD,
                 &mount.host,
-                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                OFlag::O_PATH | OFlag::O_CLOEXEC,
                 Mode::empty(),
             )
             .map_err(|e| io("opening the mount", e))?;
-            if mount.protected.is_empty() {
-                rules.push((root, all));
+            let is_dir = fstat(&root)
+                .map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR)
+                .map_err(|e| io("inspecting the mount", e))?;
+            if !is_dir {
+                // A file mount: reads, and writes if writable.
+                push(root, file_reads | file_writes);
                 continue;
             }
-            let protected: BTreeSet<&Path> = mount.protected.iter().map(PathBuf::as_path).collect();
+            let protected: BTreeSet<&Path> = if writable {
+                mount.protected.iter().map(PathBuf::as_path).collect()
+            } else {
+                BTreeSet::new()
+            };
+            let hidden: BTreeSet<&Path> = shadowed
+                .iter()
+                .filter(|(host, _)| host == &mount.host)
+                .map(|(_, rel)| rel.as_path())
+                .collect();
+            if protected.is_empty() && hidden.is_empty() {
+                push(root, dir_writes | dir_reads);
+                continue;
+            }
             let mut spine: BTreeSet<PathBuf> = BTreeSet::from([PathBuf::new()]);
-            for p in &mount.protected {
+            for p in protected.iter().chain(&hidden) {
                 spine.extend(p.ancestors().skip(1).map(Path::to_path_buf));
             }
             for dir in &spine {
@@ -96,7 +141,7 @@ impl LandlockPlan {
                         continue;
                     }
                     let rel = dir.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
-                    if spine.contains(&rel) || protected.contains(rel.as_path()) {
+                    if spine.contains(&rel) || hidden.contains(rel.as_path()) {
                         continue;
                     }
                     let Ok(fd) = openat(
@@ -107,16 +152,27 @@ impl LandlockPlan {
                     ) else {
                         continue;
                     };
+                    let kept = protected.contains(rel.as_path());
                     let kind = fstat(&fd).map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT);
                     match kind {
-                        Ok(SFlag::S_IFDIR) => rules.push((fd, all)),
-                        Ok(SFlag::S_IFREG) => rules.push((fd, file)),
+                        Ok(SFlag::S_IFDIR) if kept => push(fd, dir_reads),
+                        Ok(SFlag::S_IFDIR) => push(fd, dir_writes | dir_reads),
+                        Ok(SFlag::S_IFREG) if kept => push(fd, file_reads),
+                        Ok(SFlag::S_IFREG) => push(fd, file_writes | file_reads),
                         _ => {}
                     }
                 }
+                // The spine directory itself may be listed (and opened), not changed.
+                push(dir_fd, dir_reads & access::READ_DIR);
             }
         }
-        Ok(Some(Self { handled: all, rules }))
+        let handled = all
+            | if reads {
+                access::READ_FILE | access::READ_DIR
+            } else {
+                0
+            };
+        Ok(Some(Self { handled, rules }))
     }
 
     /// Enforces the rules on the calling thread and everything it starts from now on.
@@ -127,6 +183,22 @@ impl LandlockPlan {
         }
         ruleset.restrict_self()
     }
+}
+
+/// Where a mount lies inside another (by guest path): the outer mount's host path, and the
+/// inner one's path relative to it, which it shadows.
+fn shadowed(mounts: &[Mount]) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    for outer in mounts.iter().filter(|m| m.guest.starts_with('/')) {
+        for inner in mounts.iter().filter(|m| m.guest.starts_with('/')) {
+            if let Ok(rel) = Path::new(&inner.guest).strip_prefix(&outer.guest)
+                && !rel.as_os_str().is_empty()
+            {
+                out.push((outer.host.clone(), rel.to_path_buf()));
+            }
+        }
+    }
+    out
 }
 
 /// Opens directory `rel` beneath `root` without following a link; `None` if it is missing.

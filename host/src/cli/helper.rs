@@ -244,7 +244,9 @@ impl ExplainCmd {
             return self.common.list(self.json);
         }
         let (session, request) = self.common.session()?;
-        let plan = session.prepare(&request, ambient::var)?.plan?;
+        let prepared = session.prepare(&request, ambient::var)?;
+        session.check_ai(&prepared)?;
+        let plan = prepared.plan?;
         session.check(&plan)?;
         let explained = plan.explain();
         if self.json {

@@ -345,7 +345,11 @@ pub(crate) fn print_for_model(
                 status: &outcome.status,
                 limits,
             };
-            serde_json::to_string_pretty(&wrun_host::findings::to_sarif(&parsed, &invocation))?
+            // Each string made safe before it is written as JSON, so that the log stays JSON
+            // inside the markers (the escapes are then text inside its strings).
+            let mut sarif = wrun_host::findings::to_sarif(&parsed, &invocation);
+            defuse_strings(&mut sarif);
+            serde_json::to_string_pretty(&sarif)?
         };
         let capture = wrun_runtime::Capture::new(ByteSize(rendered.len() as u64 + 1));
         capture.push(rendered.as_bytes());
@@ -353,6 +357,19 @@ pub(crate) fn print_for_model(
     }
     Out.write_all(wrun_host::untrusted::render(tool, &shown, &nonce).as_bytes())?;
     Ok(())
+}
+
+/// Every string of `value` with control characters, reordering characters and CI workflow
+/// commands made visible and inert ([`wrun_host::untrusted`]).
+fn defuse_strings(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) => {
+            *s = wrun_host::untrusted::defuse_workflow_commands(&wrun_host::untrusted::neutralize(s));
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(defuse_strings),
+        serde_json::Value::Object(map) => map.values_mut().for_each(defuse_strings),
+        _ => {}
+    }
 }
 
 /// Refuses a memory limit below what the module declares it starts with.

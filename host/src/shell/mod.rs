@@ -132,8 +132,10 @@ pub const GIT_ENVIRONMENT: &[(&str, &str)] = &[
 /// How long parsing and checking one program may take.
 const PARSE_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The checker thread's stack: the parser recurses per nesting level.
-const PARSER_STACK: usize = 16 << 20;
+/// The checker thread's stack: the parser recurses per nesting level (a chain of unary
+/// operators, `[[ ! ! … x ]]` or `$((- - … 1))`, is one level each: 16 KiB of them needs some
+/// 20 MiB in a debug build). Reserved, not committed: only what the parser touches is used.
+const PARSER_STACK: usize = 256 << 20;
 
 /// Which rule refused a program: a stable id for tests, the audit log and hosts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -1056,3 +1056,16 @@ fn a_sourced_script_may_change_directory_and_perl_gets_plain_names() {
     ok("perl .ai/count.pl README.md src/a.pl");
     ok("python3 .ai/count.py \"$@\"");
 }
+
+#[test]
+fn long_chains_of_unary_operators_are_checked_without_exhausting_the_stack() {
+    for program in [
+        format!("[[ {}-n x ]]", "! ".repeat(8000)),
+        format!("echo $(({}1))", "- ".repeat(8000)),
+        format!("echo $(({}1))", "!".repeat(16000)),
+    ] {
+        assert!(program.len() <= MAX_PROGRAM_BYTES, "{}", program.len());
+        // Refused or accepted, but answered.
+        let _ = check(&program, &Rules::default());
+    }
+}

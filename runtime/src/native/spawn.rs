@@ -242,10 +242,11 @@ pub(crate) async fn run(launch: Launch<'_>) -> Result<Launched, Error> {
     );
     // A spawner is reused only after a sandboxed run that ended: see `pool`.
     lease.finish(launch.sandboxed && status != Status::TimedOut);
+    let records = stdout.records(matches!(status, Status::Exited { .. }));
     Ok(Launched {
         status,
         stdout: stdout.finish(),
-        records: stdout.records(),
+        records,
         stderr: stderr.finish(),
         peak_memory,
         enforcement,

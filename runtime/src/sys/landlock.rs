@@ -25,6 +25,10 @@ const RULE_PATH_BENEATH: libc::c_int = 1;
 pub(crate) mod access {
     /// Open a file with write access.
     pub(crate) const WRITE_FILE: u64 = 1 << 1;
+    /// Open a file with read access.
+    pub(crate) const READ_FILE: u64 = 1 << 2;
+    /// Open a directory or list its contents.
+    pub(crate) const READ_DIR: u64 = 1 << 3;
     /// Remove an empty directory or rename one.
     pub(crate) const REMOVE_DIR: u64 = 1 << 4;
     /// Unlink (or rename) a file.

@@ -243,11 +243,12 @@ impl WasmSandbox {
         };
         #[cfg(not(target_os = "linux"))]
         let executed = execution.run().await?;
+        let records = stdout.records(matches!(executed.status, crate::Status::Exited { .. }));
         Ok(checked.outcome(
             Ended {
                 status: executed.status,
                 stdout: stdout.finish(),
-                records: stdout.records(),
+                records,
                 stderr: stderr.finish(),
                 fuel_consumed: executed.fuel_consumed,
                 peak_memory: Some(executed.peak),
