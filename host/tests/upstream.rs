@@ -43,7 +43,9 @@ fn executable(path: &Path, text: &str) {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    wrun_runtime::WasmModule::from_bytes("m", bytes.to_vec()).sha256_hex()
+    wrun_runtime::WasmModule::from_bytes("m", bytes.to_vec())
+        .sha256_hex()
+        .unwrap()
 }
 
 /// An upstream repository, a pull request's clone of it with hostile edits, and policies.

@@ -129,23 +129,74 @@ impl Mount {
 /// Where the worktree appears inside the helper unless the job says otherwise.
 pub const DEFAULT_WORKTREE_GUEST: &str = "/work";
 
-/// A WebAssembly module with its content digest, computed once. Cloning is cheap, so a host
-/// that runs the same helper many times builds one `WasmModule` and clones it into each job:
-/// the runtime's caches are keyed by the digest and a warm run hashes nothing.
+/// A WebAssembly module. Cloning is cheap, so a host that runs the same helper many times
+/// builds one `WasmModule` and clones it into each job.
+///
+/// A module from bytes is hashed at once. A module from a file is opened and identified (device,
+/// inode, size, modification and change times) but neither read nor hashed until something
+/// needs its bytes: a warm run finds its compiled code by that identity (see the runtime's
+/// disk cache) and never reads the module. The file stays open, so it is the same file that is
+/// read if it must be.
 #[derive(Clone)]
 pub struct WasmModule {
+    inner: Arc<ModuleInner>,
+    name: String,
+}
+
+struct ModuleInner {
+    file: Option<(std::fs::File, FileId)>,
+    loaded: std::sync::OnceLock<Result<Loaded, String>>,
+}
+
+struct Loaded {
     bytes: Arc<[u8]>,
     sha256: [u8; 32],
-    name: String,
+}
+
+/// Who a module file is: what changes when its content can have changed. A file replaced in
+/// place with the same size and modification time still gets a new change time (which no
+/// user can set), and a new file a new inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+    /// Last status change, nanoseconds since the epoch.
+    pub ctime_ns: i128,
+}
+
+impl FileId {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |secs: i64, nanos: i64| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// The latest of its times: an identity recorded no later than this (within the file
+    /// system's timestamp granularity) may have been recorded before a change in the same
+    /// tick, and must be verified (git's rule for racily clean index entries).
+    pub fn changed_ns(&self) -> i128 {
+        self.mtime_ns.max(self.ctime_ns)
+    }
 }
 
 impl std::fmt::Debug for WasmModule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WasmModule")
             .field("name", &self.name)
-            .field("len", &self.bytes.len())
-            .field("sha256", &self.sha256_hex())
-            .finish()
+            .field("file", &self.inner.file.as_ref().map(|(_, id)| id))
+            .finish_non_exhaustive()
     }
 }
 
@@ -155,31 +206,35 @@ impl WasmModule {
         let bytes = bytes.into();
         let sha256 = Sha256::digest(&bytes).into();
         Self {
-            bytes,
-            sha256,
+            inner: Arc::new(ModuleInner {
+                file: None,
+                loaded: std::sync::OnceLock::from(Ok(Loaded { bytes, sha256 })),
+            }),
             name: name.into(),
         }
     }
 
-    /// Reads a module from a file, refusing one larger than `max_size` bytes before reading it
-    /// whole. `argv[0]` is the file name.
+    /// Opens a module file, refusing one larger than `max_size` bytes (or not a regular file)
+    /// without reading it. `argv[0]` is the file name. The bytes are read when first needed.
     ///
     /// # Security
     /// Reads the host filesystem at `path` with the caller's authority.
     pub fn from_file(path: &Path, max_size: u64) -> Result<Self, crate::Error> {
-        use std::io::Read;
         let io_err = |source| crate::Error::ReadModule {
             path: path.to_owned(),
             source,
         };
         let file = std::fs::File::open(path).map_err(io_err)?;
-        let mut bytes = Vec::new();
-        file.take(max_size.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(io_err)?;
-        if bytes.len() as u64 > max_size {
+        let meta = file.metadata().map_err(io_err)?;
+        if !meta.is_file() {
+            return Err(io_err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            )));
+        }
+        if meta.len() > max_size {
             return Err(crate::Error::ModuleTooLarge {
-                size: bytes.len() as u64,
+                size: meta.len(),
                 max: max_size,
             });
         }
@@ -187,28 +242,87 @@ impl WasmModule {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "helper.wasm".to_owned());
-        Ok(Self::from_bytes(name, bytes))
+        Ok(Self {
+            inner: Arc::new(ModuleInner {
+                file: Some((file, FileId::of(&meta))),
+                loaded: std::sync::OnceLock::new(),
+            }),
+            name,
+        })
     }
 
-    /// The module's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+    fn loaded(&self) -> Result<&Loaded, crate::Error> {
+        self.inner
+            .loaded
+            .get_or_init(|| {
+                let Some((file, id)) = &self.inner.file else {
+                    return Err("the module has no bytes".to_owned());
+                };
+                read_whole(file, id.size).map(|bytes| {
+                    let sha256 = Sha256::digest(&bytes).into();
+                    Loaded {
+                        bytes: bytes.into(),
+                        sha256,
+                    }
+                })
+            })
+            .as_ref()
+            .map_err(|message| crate::Error::InvalidModule {
+                message: format!("reading {}: {message}", self.name),
+            })
     }
 
-    /// The SHA-256 of the bytes.
-    pub fn sha256(&self) -> &[u8; 32] {
-        &self.sha256
+    /// The module's bytes (read from its file the first time).
+    pub fn bytes(&self) -> Result<&[u8], crate::Error> {
+        self.loaded().map(|l| &*l.bytes)
+    }
+
+    /// The SHA-256 of the bytes (read and hashed the first time).
+    pub fn sha256(&self) -> Result<&[u8; 32], crate::Error> {
+        self.loaded().map(|l| &l.sha256)
     }
 
     /// The SHA-256 of the bytes, lowercase hex.
-    pub fn sha256_hex(&self) -> String {
-        hex(&self.sha256)
+    pub fn sha256_hex(&self) -> Result<String, crate::Error> {
+        self.sha256().map(|d| hex(d))
+    }
+
+    /// The module file's identity, for a module opened from a file.
+    pub fn file_id(&self) -> Option<FileId> {
+        self.inner.file.as_ref().map(|(_, id)| *id)
+    }
+
+    /// The module file's size, or the length of its bytes.
+    pub fn len(&self) -> u64 {
+        match (&self.inner.file, self.inner.loaded.get()) {
+            (Some((_, id)), _) => id.size,
+            (None, Some(Ok(l))) => l.bytes.len() as u64,
+            _ => 0,
+        }
+    }
+
+    /// Whether it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// What the helper sees as `argv[0]`.
     pub fn name(&self) -> &str {
         &self.name
     }
+}
+
+/// The whole of `file` from its start: exactly `size` bytes (it must not have changed size).
+fn read_whole(file: &std::fs::File, size: u64) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::FileExt;
+    let len = usize::try_from(size).map_err(|_| "too large".to_owned())?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, 0).map_err(|e| e.to_string())?;
+    let mut more = [0u8; 1];
+    if file.read_at(&mut more, size).map_err(|e| e.to_string())? != 0 {
+        return Err("the file grew while it was read".to_owned());
+    }
+    Ok(bytes)
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {

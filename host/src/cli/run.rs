@@ -205,7 +205,6 @@ impl RunCmd {
         };
         let job = if wasm {
             let module = WasmModule::from_file(&self.program, max_module)?;
-            check_module_memory(&module, limits.memory, &self.program)?;
             Job::wasm(module)
         } else {
             let binds: Vec<&Mount> = self.ro_binds.iter().chain(&self.dirs).collect();
@@ -370,27 +369,6 @@ fn defuse_strings(value: &mut serde_json::Value) {
         serde_json::Value::Object(map) => map.values_mut().for_each(defuse_strings),
         _ => {}
     }
-}
-
-/// Refuses a memory limit below what the module declares it starts with.
-fn check_module_memory(module: &WasmModule, memory: ByteSize, path: &std::path::Path) -> anyhow::Result<()> {
-    let Ok(report) = wrun_host::check::inspect(module.bytes(), |_| true) else {
-        // A malformed module is refused by the runtime with its own reason.
-        return Ok(());
-    };
-    let declared: u64 = report
-        .memories
-        .iter()
-        .map(|(initial, _)| initial.saturating_mul(64 << 10))
-        .sum();
-    if declared > memory.bytes() {
-        bail!(
-            "{} declares {} of initial linear memory, more than --memory {memory}; give it at least that",
-            path.display(),
-            ByteSize(declared)
-        );
-    }
-    Ok(())
 }
 
 /// Whether wrun's stdin holds input a user may have meant for the helper: a pipe, a socket or

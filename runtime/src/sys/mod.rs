@@ -1,6 +1,8 @@
 //! The one module of the runtime allowed to use `unsafe`. Each block says why it is sound.
 #![allow(unsafe_code)]
 
+#[cfg(all(target_os = "linux", feature = "wasm"))]
+pub(crate) mod interrupt;
 #[cfg(target_os = "linux")]
 pub(crate) mod landlock;
 #[cfg(target_os = "linux")]
@@ -9,19 +11,20 @@ pub(crate) mod spawner;
 #[cfg(feature = "wasm")]
 use wasmtime::{Engine, Module};
 
-/// Loads compiled code produced by [`Module::serialize`].
+/// Loads compiled code produced by [`Module::serialize`] from an open file, mapping it.
 ///
-/// Callers must only pass bytes read from wrun's own cache: a file in a directory owned by the
-/// current user and writable by nobody else, written atomically by this engine configuration,
-/// whose SHA-256 matched the digest stored with it.
+/// Callers must only pass a file of wrun's own cache: a regular file, opened without following
+/// links, owned by the current user and writable by nobody else, in a directory with the same
+/// properties, written whole by wrun for this engine configuration and renamed into place.
 #[cfg(feature = "wasm")]
-pub(crate) fn deserialize_module(engine: &Engine, compiled: &[u8]) -> wasmtime::Result<Module> {
-    // SAFETY: `Module::deserialize` trusts its input to be the output of `Module::serialize`
-    // (it maps it as executable code). The caller guarantees that provenance: the bytes come
-    // from a user-private cache directory (checked owner and mode), were written by wrun via
-    // atomic rename, and carry a SHA-256 that matched before this call; wasmtime additionally
-    // checks the engine's compatibility header and rejects code from another configuration.
-    unsafe { Module::deserialize(engine, compiled) }
+pub(crate) fn deserialize_module_file(engine: &Engine, file: std::fs::File) -> wasmtime::Result<Module> {
+    // SAFETY: `Module::deserialize_open_file` trusts the file to be the output of
+    // `Module::serialize` (it maps it as executable code) and to stay unchanged while mapped.
+    // The caller guarantees the provenance: a user-private cache directory (checked owner and
+    // mode), files written by wrun and renamed into place (never changed after), opened with
+    // O_NOFOLLOW and checked by descriptor; wasmtime additionally checks the header and the
+    // engine's compatibility hash and rejects code from another configuration.
+    unsafe { Module::deserialize_open_file(engine, file) }
 }
 
 /// Takes ownership of a descriptor that a system call just returned.

@@ -31,6 +31,8 @@ mod limiter;
 mod prepare;
 mod run;
 mod stdio;
+#[cfg(target_os = "linux")]
+mod threads;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -108,6 +110,9 @@ pub struct WasmSandbox {
     plain: OnceLock<Result<Arc<EngineSet>, String>>,
     fueled: OnceLock<Result<Arc<EngineSet>, String>>,
     permits: Semaphore,
+    /// The threads runs are made on.
+    #[cfg(target_os = "linux")]
+    threads: threads::RunThreads,
 }
 
 impl WasmSandbox {
@@ -133,6 +138,8 @@ impl WasmSandbox {
             config,
             plain: OnceLock::new(),
             fueled: OnceLock::new(),
+            #[cfg(target_os = "linux")]
+            threads: threads::RunThreads::default(),
             permits,
         })
     }
@@ -220,6 +227,24 @@ impl WasmSandbox {
             Prepared::Ready(pre, cache_use) => (pre, cache_use),
             Prepared::Refused(reason) => return Ok(checked.refused(Backend::Wasm, reason)),
         };
+        // A memory limit below what the module starts with would fail at instantiation with
+        // wasmtime's words; say it in the job's.
+        let declared = pre
+            .module()
+            .resources_required()
+            .max_initial_memory_size
+            .unwrap_or(0)
+            .saturating_mul(64 << 10);
+        if declared > checked.limits.memory.bytes() {
+            return Ok(checked.refused(
+                Backend::Wasm,
+                format!(
+                    "the module declares {} of initial linear memory, more than the memory limit of {}; give it at least that",
+                    crate::ByteSize(declared),
+                    checked.limits.memory
+                ),
+            ));
+        }
 
         let stdout = Capture::with_records(checked.limits.stdout_cap, checked.limits.record_limits());
         let stderr = Capture::new(checked.limits.stderr_cap);
@@ -237,12 +262,9 @@ impl WasmSandbox {
             stderr: stderr.clone(),
         };
         #[cfg(target_os = "linux")]
-        let executed = match confinement {
-            Some(plan) => execution.run_confined(plan).await?,
-            None => execution.run().await?,
-        };
+        let executed = execution.run_on_thread(confinement, &self.threads).await?;
         #[cfg(not(target_os = "linux"))]
-        let executed = execution.run().await?;
+        let executed = execution.run(false).await?;
         let records = stdout.records(matches!(executed.status, crate::Status::Exited { .. }));
         Ok(checked.outcome(
             Ended {

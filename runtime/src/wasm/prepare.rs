@@ -27,16 +27,42 @@ pub(super) async fn prepare(
     module: &WasmModule,
     config: &WasmConfig,
 ) -> Result<Prepared, Error> {
-    if let Some(pre) = set.memory.get(module.sha256()) {
-        return Ok(Prepared::Ready(pre, CacheUse::Memory));
-    }
-    let bytes = module.bytes();
-    if bytes.len() as u64 > config.max_module_size.bytes() {
+    if module.len() > config.max_module_size.bytes() {
         return Ok(Prepared::Refused(format!(
             "the module is {} bytes, above the {} module size cap",
-            bytes.len(),
+            module.len(),
             config.max_module_size
         )));
+    }
+    // A module file whose identity was recorded: its digest, without reading it.
+    let id = module.file_id();
+    let indexed = id.and_then(|id| {
+        set.memory
+            .digest_of(&id)
+            .or_else(|| set.disk.as_ref().and_then(|d| d.digest_of(&id)))
+    });
+    if let Some(sha256) = indexed
+        && let Some(ready) = cached(set, &sha256)
+    {
+        if let Some(id) = id {
+            set.memory.record(id, sha256);
+        }
+        return Ok(ready);
+    }
+
+    let bytes = module.bytes()?;
+    let sha256 = *module.sha256()?;
+    let remember = |sha256: [u8; 32]| {
+        if let Some(id) = id {
+            set.memory.record(id, sha256);
+            if let Some(disk) = &set.disk {
+                disk.record(&id, &sha256);
+            }
+        }
+    };
+    if let Some(ready) = cached(set, &sha256) {
+        remember(sha256);
+        return Ok(ready);
     }
     match bytes.get(..8) {
         Some(h) if h == CORE_MODULE_HEADER => {}
@@ -55,46 +81,52 @@ pub(super) async fn prepare(
         }
     }
 
-    let (compiled, cache_use) = match set
-        .disk
-        .as_ref()
-        .and_then(|d| d.load(&set.engine, module.sha256()))
-    {
-        Some(compiled) => (compiled, CacheUse::Disk),
-        None => {
-            // Compiling takes milliseconds to seconds of CPU: keep it off the executor.
-            let worker_set = set.clone();
-            let worker_module = module.clone();
-            let compiled = tokio::task::spawn_blocking(move || compile(&worker_set, &worker_module))
-                .await
-                .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??;
-            (compiled, CacheUse::Compiled)
-        }
-    };
-
-    if let Some(reason) = check_interface(set, &compiled) {
-        return Ok(Prepared::Refused(reason));
+    // Compiling takes milliseconds to seconds of CPU: keep it off the executor.
+    let worker_set = set.clone();
+    let worker_module = module.clone();
+    let compiled = tokio::task::spawn_blocking(move || compile(&worker_set, &worker_module))
+        .await
+        .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??;
+    let ready = ready(set, &sha256, compiled, CacheUse::Compiled);
+    if matches!(ready, Prepared::Ready(..)) {
+        remember(sha256);
     }
-    let pre = match set.linker.instantiate_pre(&compiled) {
-        Ok(pre) => pre,
-        Err(e) => {
-            return Ok(Prepared::Refused(format!(
-                "the module cannot be linked against WASI: {e:#}"
-            )));
+    Ok(ready)
+}
+
+/// The prepared module for `sha256` from the memory cache, or else compiled code from the disk
+/// cache, prepared.
+fn cached(set: &EngineSet, sha256: &[u8; 32]) -> Option<Prepared> {
+    if let Some(pre) = set.memory.get(sha256) {
+        return Some(Prepared::Ready(pre, CacheUse::Memory));
+    }
+    let compiled = set.disk.as_ref().and_then(|d| d.load(&set.engine, sha256))?;
+    Some(ready(set, sha256, compiled, CacheUse::Disk))
+}
+
+/// `compiled`, checked against what the linker provides and pre-instantiated (and kept in the
+/// memory cache), or why it may not run.
+fn ready(set: &EngineSet, sha256: &[u8; 32], compiled: Module, cache_use: CacheUse) -> Prepared {
+    if let Some(reason) = check_interface(set, &compiled) {
+        return Prepared::Refused(reason);
+    }
+    match set.linker.instantiate_pre(&compiled) {
+        Ok(pre) => {
+            set.memory.insert(*sha256, pre.clone());
+            Prepared::Ready(pre, cache_use)
         }
-    };
-    set.memory.insert(*module.sha256(), pre.clone());
-    Ok(Prepared::Ready(pre, cache_use))
+        Err(e) => Prepared::Refused(format!("the module cannot be linked against WASI: {e:#}")),
+    }
 }
 
 fn compile(set: &EngineSet, module: &WasmModule) -> Result<Module, Error> {
-    let compiled = Module::new(&set.engine, module.bytes()).map_err(|e| Error::InvalidModule {
+    let compiled = Module::new(&set.engine, module.bytes()?).map_err(|e| Error::InvalidModule {
         message: format!("{e:#}"),
     })?;
     if let Some(disk) = &set.disk
         && let Ok(serialized) = compiled.serialize()
     {
-        disk.store(module.sha256(), &serialized);
+        disk.store(module.sha256()?, &serialized);
     }
     Ok(compiled)
 }

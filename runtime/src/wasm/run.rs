@@ -43,9 +43,12 @@ pub(super) struct Executed {
 }
 
 impl Execution {
-    /// Runs the guest to its end on the current task.
-    pub(super) async fn run(self) -> Result<Executed, Error> {
+    /// Runs the guest to its end on the current task. With `block_here`, its file operations
+    /// are made on the current thread (which must be the run's own: see
+    /// [`Execution::run_on_thread`]) rather than each on tokio's blocking pool.
+    pub(super) async fn run(self, block_here: bool) -> Result<Executed, Error> {
         let mut wasi = WasiCtxBuilder::new();
+        wasi.allow_blocking_current_thread(block_here);
         wasi.arg(&self.name)
             .args(&self.args)
             .envs(&self.env)
@@ -128,46 +131,100 @@ impl Execution {
         })
     }
 
-    /// Runs the guest on a thread of its own confined by `plan` (Landlock), with a runtime of
-    /// its own: every file-system call of the guest is made from that thread or from threads
-    /// it starts, all of which the confinement covers. The thread ends with the run, or as
-    /// soon as the caller stops waiting for it (its future dropped): the guest yields at every
-    /// epoch tick, and the run is dropped there.
+    /// Runs the guest on a thread of its own, with a runtime of its own, its file operations
+    /// made on that thread (a hop to a blocking pool per call costs more than most calls), and,
+    /// with `plan`, confined by Landlock: every file-system call of the guest is made from that
+    /// thread, which the confinement covers. The thread ends with the run, or as soon as the
+    /// caller stops waiting for it (its future dropped): the guest yields at every epoch tick,
+    /// and the run is dropped there. A guest blocked in a system call past the deadline (a read
+    /// from a FIFO) is released by interrupting the call, so that the epoch deadline ends it.
     #[cfg(target_os = "linux")]
-    pub(super) async fn run_confined(self, plan: crate::protect::LandlockPlan) -> Result<Executed, Error> {
-        let (mut tx, rx) = tokio::sync::oneshot::channel();
-        std::thread::Builder::new()
-            .name("wrun-wasm-confined".into())
-            .spawn(move || {
-                let result = (|| {
+    pub(super) async fn run_on_thread(
+        self,
+        plan: Option<crate::protect::LandlockPlan>,
+        threads: &super::threads::RunThreads,
+    ) -> Result<Executed, Error> {
+        let deadline = self.deadline;
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<Result<Executed, Error>>();
+        let task = move |runtime: &tokio::runtime::Runtime, mut tx: tokio::sync::oneshot::Sender<_>| {
+            let result = runtime.block_on(async {
+                tokio::select! {
+                    result = self.run(true) => Some(result),
+                    () = tx.closed() => None,
+                }
+            });
+            if let Some(result) = result {
+                let _ = tx.send(result);
+            }
+        };
+        let placed = match plan {
+            None => threads.start(Box::new(move |runtime: &tokio::runtime::Runtime| {
+                task(runtime, tx)
+            }))?,
+            Some(plan) => super::threads::start_dedicated(
+                move || {
                     plan.enforce()
-                        .map_err(|e| Error::Engine(format!("confining the run with Landlock: {e}")))?;
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| Error::Engine(format!("starting the confined run's runtime: {e}")))?;
-                    Ok(runtime.block_on(async {
-                        tokio::select! {
-                            result = self.run() => Some(result),
-                            () = tx.closed() => None,
-                        }
-                    }))
-                })();
-                match result {
-                    Ok(Some(result)) => {
-                        let _ = tx.send(result);
-                    }
-                    Ok(None) => {}
+                        .map_err(|e| Error::Engine(format!("confining the run with Landlock: {e}")))
+                },
+                move |runtime| match runtime {
+                    Ok(runtime) => task(runtime, tx),
                     Err(e) => {
                         let _ = tx.send(Err(e));
                     }
-                }
+                },
+            )?,
+        };
+        let ended = |r: Result<Result<Executed, Error>, _>| {
+            r.map_err(|_| Error::Engine("the run's thread ended without a result".into()))?
+        };
+        tokio::select! {
+            result = &mut rx => {
+                threads.finished(placed);
+                return ended(result);
+            }
+            () = tokio::time::sleep_until((deadline + INTERRUPT_AFTER).into()) => {}
+        }
+        // Past the deadline and still running: blocked in a system call. Interrupt it until the
+        // epoch deadline ends the run, for a bounded time. However the guest then ends (it may
+        // see the interrupted call fail and exit), it ran out of time.
+        let timed_out = |result| {
+            ended(result).map(|executed| Executed {
+                status: Status::TimedOut,
+                ..executed
             })
-            .map_err(|e| Error::Engine(format!("starting the confined run's thread: {e}")))?;
-        rx.await
-            .map_err(|_| Error::Engine("the confined run's thread ended without a result".into()))?
+        };
+        let give_up = tokio::time::Instant::now() + INTERRUPT_FOR;
+        while tokio::time::Instant::now() < give_up && placed.interrupter.interrupt(placed.run) {
+            if let Ok(result) = tokio::time::timeout(INTERRUPT_EVERY, &mut rx).await {
+                threads.finished(placed);
+                return timed_out(result);
+            }
+        }
+        match tokio::time::timeout(INTERRUPT_EVERY, rx).await {
+            Ok(result) => {
+                threads.finished(placed);
+                timed_out(result)
+            }
+            // Blocked where a signal does not reach: the run is over for the caller; its
+            // thread (not reused) ends when the call returns, its result dropped.
+            Err(_) => Ok(Executed {
+                status: Status::TimedOut,
+                fuel_consumed: None,
+                peak: 0,
+            }),
+        }
     }
 }
+
+/// How long after the deadline a run still going is taken to be blocked in a system call.
+#[cfg(target_os = "linux")]
+const INTERRUPT_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
+/// How often it is interrupted then.
+#[cfg(target_os = "linux")]
+const INTERRUPT_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+/// For how long, before it is left to end on its own.
+#[cfg(target_os = "linux")]
+const INTERRUPT_FOR: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Maps how wasmtime ended a run to a status. Never looks at message text.
 fn classify(error: &wasmtime::Error, memory_limit_hit: bool) -> Status {
