@@ -45,7 +45,7 @@ if [ ! -x target/tools-venv/bin/ruff ]; then
 fi
 
 if [ ! -f target/wasm-tools/bin/rg.wasm ]; then
-    cargo install ripgrep --locked --target wasm32-wasip1 --root target/wasm-tools
+    RUSTFLAGS="-C target-feature=+simd128" cargo install ripgrep --locked --target wasm32-wasip1 --root target/wasm-tools
 fi
 
 if [ ! -x target/tools/bin/cargo-deny ]; then

@@ -79,6 +79,23 @@ impl RunThreads {
     }
 }
 
+/// How long a thread that just finished a run looks for the next before it sleeps: a host that
+/// runs helpers back to back then hands the next one over without waking a sleeping thread.
+const LINGER: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// The next task: looked for without sleeping for [`LINGER`], then waited for.
+fn next(received: &mpsc::Receiver<(u64, Task)>) -> Option<(u64, Task)> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < LINGER {
+        match received.try_recv() {
+            Ok(task) => return Some(task),
+            Err(mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+        }
+    }
+    received.recv().ok()
+}
+
 fn spawn_worker() -> Result<Worker, Error> {
     let (tasks, received) = mpsc::channel::<(u64, Task)>();
     let (ready_tx, ready_rx) = mpsc::sync_channel(1);
@@ -101,7 +118,7 @@ fn spawn_worker() -> Result<Worker, Error> {
                     return;
                 }
             };
-            while let Ok((run, task)) = received.recv() {
+            while let Some((run, task)) = next(&received) {
                 registration.begin(run);
                 task(&runtime);
                 registration.end();
