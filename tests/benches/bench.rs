@@ -475,25 +475,9 @@ mod tools_bench {
 
         // F1, F2: a search over the whole tree.
         let search = ["-c", "-j1", "unsafe.fn", "."];
-        let mut wrun_rg = args(&[
-            &w,
-            "run",
-            "--timeout",
-            "10m",
-            "--stdout-cap",
-            "10MiB",
-            "--worktree",
-            ".",
-        ]);
-        wrun_rg.push(r.clone());
-        wrun_rg.push("--".into());
-        wrun_rg.extend(args(&search));
-        let mut cli_rg = args(&[&wt, "run", "--allow-precompiled", "--dir", ".::.", &c]);
-        cli_rg.extend(args(&search));
-        let mut cmds = vec![wrun_rg, cli_rg];
-        let native = Path::new("/usr/bin/rg").exists();
-        if native {
-            let mut n = args(&[
+        // The same search through `wrun run`, of the wasm module or the native tool.
+        let through_wrun = |program: &str| {
+            let mut cmd = args(&[
                 &w,
                 "run",
                 "--timeout",
@@ -502,11 +486,17 @@ mod tools_bench {
                 "10MiB",
                 "--worktree",
                 ".",
-                "/usr/bin/rg",
-                "--",
             ]);
-            n.extend(args(&search));
-            cmds.push(n);
+            cmd.extend(args(&[program, "--"]));
+            cmd.extend(args(&search));
+            cmd
+        };
+        let mut cli_rg = args(&[&wt, "run", "--allow-precompiled", "--dir", ".::.", &c]);
+        cli_rg.extend(args(&search));
+        let mut cmds = vec![through_wrun(&r), cli_rg];
+        let native = Path::new("/usr/bin/rg").exists();
+        if native {
+            cmds.push(through_wrun("/usr/bin/rg"));
         }
         let times = interleaved(&cmds, 5, &env, &tree);
         println!(
